@@ -1,0 +1,39 @@
+"""Typed outputs of every model call the runtime makes.
+
+Nothing a model says is trusted: each call's text is parsed into one of these models
+(strictly, then leniently for reasoning) before the runtime acts on it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FINAL_ANSWER = "final_answer"
+
+
+class ReasoningStep(BaseModel):
+    """One Thought + one Action. ``action`` is a tool name or ``final_answer``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    thought: str = Field(default="", max_length=4000)
+    action: str = Field(min_length=1, max_length=100)
+    action_input: dict[str, Any] = Field(default_factory=dict)
+    expectation: str = Field(default="", max_length=1000)
+    final_answer: str | None = Field(default=None, max_length=8000)
+
+    @property
+    def is_final(self) -> bool:
+        return self.action == FINAL_ANSWER
+
+
+class Reflection(BaseModel):
+    """The mandatory reflection after every action."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    expectation_met: bool
+    likely_cause: str = Field(default="", max_length=1000)
+    next: Literal["continue", "switch", "stop"] = "continue"

@@ -1,0 +1,160 @@
+"""Prompt templates of the ReAct loop.
+
+The prompts are plain Markdown with fixed section headings. Models (the simulated one
+included) see only this text; the runtime never relies on a model remembering anything
+that is not in the prompt it is sent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.llm.base import ChatMessage
+
+REASONING_HEADING = "# ReAct reasoning step"
+REFLECTION_HEADING = "# ReAct reflection"
+
+SYSTEM_PROMPT = (
+    "You are a customer-service operations agent for an online shop. You work in "
+    "Thought -> Action -> Observation -> Reflection rounds and call exactly one tool per "
+    "round. Every fact in your thought and answer must come from the user request or from "
+    "a tool observation shown to you: never guess, never assume, never cite a source you "
+    "were not shown. When the observations answer the request, give the final answer."
+)
+
+REASONING_INSTRUCTIONS = (
+    "Reply with ONE JSON object and nothing else:\n"
+    '{"thought": "<what you know, what is missing, what you do next; <= 80 words>", '
+    '"action": "<one tool name from Tools, or final_answer>", '
+    '"action_input": {<arguments matching the tool params schema>}, '
+    '"expectation": "<what the tool should return>", '
+    '"final_answer": "<only when action is final_answer: the reply to the customer, '
+    'citing the facts from observations>"}'
+)
+
+REFLECTION_INSTRUCTIONS = (
+    "Compare the observation with the expectation. If they differ you must say so, name "
+    "the most likely cause and choose a different next move. Reply with ONE JSON object:\n"
+    '{"expectation_met": true|false, "likely_cause": "<cause if not met>", '
+    '"next": "continue|switch|stop"}'
+)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What a model is told about one tool."""
+
+    name: str
+    description: str
+    params_schema: dict[str, Any]
+
+
+@dataclass
+class RoundRecord:
+    """One completed (or partly completed) round of the loop, as the prompt shows it."""
+
+    number: int
+    thought: str = ""
+    action: str = ""
+    action_input: dict[str, Any] = field(default_factory=dict)
+    expectation: str = ""
+    observation: str = ""
+    ok: bool | None = None
+    status_code: int | None = None
+    error_type: str = ""
+    reflection: str = ""
+
+    def action_line(self) -> str:
+        return f"{self.action} {canonical_json(self.action_input)}"
+
+    def observation_label(self) -> str:
+        if self.ok:
+            return f"ok {self.status_code or ''}".strip()
+        return f"error {self.status_code or ''} {self.error_type}".replace("  ", " ").strip()
+
+    def summary_line(self) -> str:
+        """The one-line summary of a round older than the verbatim window."""
+        result = self.observation.replace("\n", " ")
+        if len(result) > 140:
+            result = result[:137] + "..."
+        return f"Round {self.number}: {self.action_line()} -> [{self.observation_label()}] {result}"
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _section(title: str, lines: list[str]) -> str:
+    body = "\n".join(lines) if lines else "- (none)"
+    return f"## {title}\n{body}"
+
+
+def render_tools(tools: list[ToolSpec]) -> list[str]:
+    return [
+        f"- {tool.name}: {tool.description} | params: {canonical_json(tool.params_schema)}"
+        for tool in tools
+    ]
+
+
+def reasoning_messages(
+    *,
+    query: str,
+    customer_id: str,
+    tools: list[ToolSpec],
+    hints: list[str],
+    key_facts: list[str],
+    earlier_rounds: list[RoundRecord],
+    recent_rounds: list[RoundRecord],
+    warnings: list[str],
+) -> list[ChatMessage]:
+    """Build the reasoning prompt: last rounds verbatim, older ones as one line each."""
+    recent: list[str] = []
+    for rnd in recent_rounds:
+        recent += [
+            f"### Round {rnd.number}",
+            f"Thought: {rnd.thought}",
+            f"Action: {rnd.action_line()}",
+            f"Observation [{rnd.observation_label()}]: {rnd.observation}",
+        ]
+        if rnd.reflection:
+            recent.append(f"Reflection: {rnd.reflection}")
+    parts = [
+        REASONING_HEADING,
+        _section("User request", [query.strip()]),
+        _section("Customer", [f"customer_id: {customer_id}"] if customer_id else []),
+        _section("Tools", render_tools(tools)),
+        _section("Strategy hints", [f"- {hint}" for hint in hints]),
+        _section("Key facts", [f"- {fact}" for fact in key_facts]),
+        _section("Earlier rounds", [f"- {rnd.summary_line()}" for rnd in earlier_rounds]),
+        _section("Recent rounds", recent),
+        _section("Warnings", [f"- {warning}" for warning in warnings]),
+        _section("Instructions", [REASONING_INSTRUCTIONS]),
+    ]
+    return [
+        ChatMessage(role="system", content=SYSTEM_PROMPT),
+        ChatMessage(role="user", content="\n\n".join(parts)),
+    ]
+
+
+def reflection_messages(*, query: str, rnd: RoundRecord) -> list[ChatMessage]:
+    """Build the reflection prompt for the round that just executed."""
+    parts = [
+        REFLECTION_HEADING,
+        _section("User request", [query.strip()]),
+        _section(
+            "Last action",
+            [
+                f"Thought: {rnd.thought}",
+                f"Action: {rnd.action_line()}",
+                f"Expectation: {rnd.expectation}",
+            ],
+        ),
+        _section("Observation", [f"[{rnd.observation_label()}] {rnd.observation}"]),
+        _section("Instructions", [REFLECTION_INSTRUCTIONS]),
+    ]
+    return [
+        ChatMessage(role="system", content=SYSTEM_PROMPT),
+        ChatMessage(role="user", content="\n\n".join(parts)),
+    ]

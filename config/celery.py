@@ -1,0 +1,11 @@
+"""The Celery app: reads CELERY_* settings and discovers each app's tasks."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+
+app = Celery("agent_ops")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,220 @@
+"""Settings shared by every deployment shape; everything that differs comes from env vars."""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "agents",
+    "traces",
+    "policies",
+    "reviews",
+    "sandbox",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "agents.context_processors.llm_backend",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The in-process worker writes Steps from another thread; wait on the lock, don't fail.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# --- Redis, Celery, Channels -------------------------------------------------
+REDIS_URL = env("REDIS_URL", default="")
+
+# "celery" sends runs to Celery workers; "inprocess" runs them on an event-loop thread
+# inside the web process (the embedded default, no Redis needed).
+AGENT_EXECUTOR = env("AGENT_EXECUTOR", default="celery" if REDIS_URL else "inprocess")
+
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "agents.run_agent": {"queue": "agents"},
+    "policies.*": {"queue": "reflexion"},
+}
+# Hard limit of a run; the soft limit lets the task end the run cleanly first.
+AGENT_RUN_SOFT_TIME_LIMIT = env.int("AGENT_RUN_SOFT_TIME_LIMIT", default=120)
+AGENT_RUN_HARD_TIME_LIMIT = env.int("AGENT_RUN_HARD_TIME_LIMIT", default=150)
+# Redis must not redeliver a task that is still running: longer than the hard limit.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": AGENT_RUN_HARD_TIME_LIMIT * 4}
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULE = {
+    "traces-sweep-stuck-runs": {"task": "traces.sweep_stuck_runs", "schedule": 60.0},
+}
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- REST framework ----------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agent Ops API",
+    "DESCRIPTION": "Runs, traces and steps of the ReAct runtime; the sandbox shop API.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- LLM ---------------------------------------------------------------------
+LLM_BACKEND = env("LLM_BACKEND", default="simulated")
+LLM_BASE_URL = env("LLM_BASE_URL", default="")
+LLM_MODEL = env("LLM_MODEL", default="gpt-4o-mini")
+LLM_API_KEY = env("LLM_API_KEY", default="")
+LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=3)
+LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=0.1)
+# USD per 1M tokens, for cost accounting of the openai backend.
+LLM_PRICE_INPUT_PER_MTOK = env.float("LLM_PRICE_INPUT_PER_MTOK", default=0.15)
+LLM_PRICE_OUTPUT_PER_MTOK = env.float("LLM_PRICE_OUTPUT_PER_MTOK", default=0.60)
+# The simulated model: a seeded, deterministic test and demo instrument.
+LLM_SIM_SEED = env.int("LLM_SIM_SEED", default=7)
+LLM_SIM_LATENCY_MS = env.int("LLM_SIM_LATENCY_MS", default=0)
+LLM_SIM_ERROR_RATES = env.json(
+    "LLM_SIM_ERROR_RATES",
+    default={
+        "string_for_int": 0.08,
+        "name_for_sku": 0.15,
+        "skip_tool": 0.05,
+        "malformed_json": 0.05,
+        "repeat_action": 0.05,
+    },
+)
+LLM_SIM_HINT_FOLLOW_RATE = env.float("LLM_SIM_HINT_FOLLOW_RATE", default=0.9)
+
+# --- Runtime breakers and pipeline --------------------------------------------
+AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=8)
+AGENT_MAX_CONSECUTIVE_VALIDATION_FAILURES = env.int(
+    "AGENT_MAX_CONSECUTIVE_VALIDATION_FAILURES", default=2
+)
+AGENT_TOOL_TIMEOUTS_PER_HOUR_TO_SUSPEND = env.int(
+    "AGENT_TOOL_TIMEOUTS_PER_HOUR_TO_SUSPEND", default=5
+)
+AGENT_TOOL_SUSPEND_MINUTES = env.int("AGENT_TOOL_SUSPEND_MINUTES", default=60)
+AGENT_REPEAT_STOP_AT = env.int("AGENT_REPEAT_STOP_AT", default=3)
+AGENT_OBSERVATION_MAX_CHARS = env.int("AGENT_OBSERVATION_MAX_CHARS", default=2000)
+AGENT_HISTORY_VERBATIM_ROUNDS = env.int("AGENT_HISTORY_VERBATIM_ROUNDS", default=3)
+AGENT_FALLBACK_REPLY = env(
+    "AGENT_FALLBACK_REPLY",
+    default=(
+        "Sorry, I could not complete this request automatically. "
+        "A support colleague will follow up with you shortly."
+    ),
+)
+
+# --- Tool executor -------------------------------------------------------------
+# The sandbox shop is reached over HTTP like any external API.
+SANDBOX_BASE_URL = env("SANDBOX_BASE_URL", default="http://127.0.0.1:8000/sandbox/api")
+# URL prefixes a tool endpoint may point at; the sandbox is always allowed.
+TOOL_ENDPOINT_ALLOWLIST = env.list("TOOL_ENDPOINT_ALLOWLIST", default=[])
+TOOL_DEFAULT_TIMEOUT_SECONDS = env.float("TOOL_DEFAULT_TIMEOUT_SECONDS", default=3.0)
+TOOL_MAX_RESPONSE_BYTES = env.int("TOOL_MAX_RESPONSE_BYTES", default=256 * 1024)
+TOOL_MAX_REDIRECTS = env.int("TOOL_MAX_REDIRECTS", default=3)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "kv": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,19 @@
+"""Test settings: the real local PostgreSQL and Redis, never skipped."""
+
+from .base import *  # noqa: F403
+from .base import env
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/test"),
+}
+REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/15")
+CELERY_BROKER_URL = REDIS_URL
+AGENT_EXECUTOR = "inprocess"
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+LLM_BACKEND = "simulated"
+LLM_SIM_LATENCY_MS = 0
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

@@ -1,0 +1,1 @@
+"""Policy tree, Reflexion engine and rollouts (see issue: learning loop). Not built yet."""

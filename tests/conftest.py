@@ -1,0 +1,1 @@
+"""Shared fixtures. Tests use the real local PostgreSQL and Redis; nothing is skipped."""
