@@ -1,1 +1,59 @@
 """Shared fixtures. Tests use the real local PostgreSQL and Redis; nothing is skipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+
+from tests.fakes.openai_server import openai_server_fixture  # noqa: F401
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_must_be_up() -> None:
+    """Fail the whole run loudly (never skip) when Redis is down."""
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).ping()
+    except redis.RedisError as exc:  # pragma: no cover - environment failure
+        pytest.exit(f"Redis at {settings.REDIS_URL} is not reachable: {exc}", returncode=3)
+
+
+@pytest.fixture
+def error_rules(db: None) -> None:
+    """The default classifier rows (transactional tests flush the migration's rows)."""
+    from traces.classifier import errorrules_seed_defaults
+
+    errorrules_seed_defaults()
+
+
+@pytest.fixture
+def support_agent(db: None) -> Any:
+    from agents.services import agent_ensure_default, tools_sync
+
+    agent = agent_ensure_default()
+    tools_sync(agents=[agent])
+    return agent
+
+
+@pytest.fixture
+def small_shop(db: None) -> dict[str, int]:
+    from sandbox.generate import shop_generate
+
+    return shop_generate(seed=42, users=30, orders=60, products=8)
+
+
+@pytest.fixture
+def live_sandbox(live_server: Any, settings: Any) -> str:
+    """The sandbox served over real HTTP by the live server; the runtime's SANDBOX_BASE_URL."""
+    base = f"{live_server.url}/sandbox/api"
+    settings.SANDBOX_BASE_URL = base
+    return base
+
+
+@pytest.fixture
+def staff_user(db: None, django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(
+        username="staff", password="pw-staff-123", is_staff=True
+    )

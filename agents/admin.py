@@ -1,0 +1,33 @@
+from django.contrib import admin
+
+from agents.models import Agent, Tool, ToolAlert
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "max_iterations", "is_active", "created_at"]
+    search_fields = ["slug", "name"]
+
+
+@admin.register(Tool)
+class ToolAdmin(admin.ModelAdmin):
+    list_display = [
+        "name", "kind", "method", "endpoint_template", "timeout_seconds", "enabled",
+        "suspended_until",
+    ]  # fmt: skip
+    list_filter = ["kind", "enabled", "allowed_agents"]
+    list_editable = ["enabled"]
+    search_fields = ["name", "description", "endpoint_template"]
+    filter_horizontal = ["allowed_agents"]
+    actions = ["lift_suspension"]
+
+    @admin.action(description="Lift the timeout suspension")
+    def lift_suspension(self, request, queryset):  # type: ignore[no-untyped-def]
+        queryset.update(suspended_until=None)
+
+
+@admin.register(ToolAlert)
+class ToolAlertAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "tool", "kind", "message", "acknowledged_by"]
+    list_filter = ["kind", "tool"]
+    readonly_fields = ["tool", "kind", "message", "details", "created_at"]

@@ -1,0 +1,32 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.api.serializers import RunCreateSerializer
+from agents.services import agent_ensure_default, run_start
+from traces.api.serializers import TraceSerializer
+
+
+class RunCreateView(APIView):
+    """Start an agent run: stored as queued, executed by a worker after commit."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(request=RunCreateSerializer, responses={202: TraceSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = RunCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        trace = run_start(
+            agent=data.get("agent") or agent_ensure_default(),
+            query=data["query"],
+            customer_id=data["customer_id"],
+            session_id=data["session_id"],
+            user_id=request.user.pk,
+            source="api",
+        )
+        body = TraceSerializer(trace).data
+        body["url"] = request.build_absolute_uri(f"/api/traces/{trace.pk}/")
+        return Response(body, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,290 @@
+"""The tool executor: whitelist, JSON Schema + adapters, allow-list, SSRF guard, timeout,
+size cap, standard error codes. Nothing the model says reaches the network unchecked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from agents.adapters import adapt_arguments
+from agents.endpoints import EndpointTemplateError, endpoint_allowed, endpoint_render, sandbox_host
+from agents.registry import registered_python_tool
+from agents.ssrf import (
+    EndpointNotAllowed,
+    ResponseTooLarge,
+    SSRFBlocked,
+    TooManyRedirects,
+    ssrf_safe_request,
+)
+
+
+class ExecutorCode:
+    """Standard result codes of a tool call."""
+
+    OK = "OK"
+    TOOL_NOT_ALLOWED = "TOOL_NOT_ALLOWED"
+    TOOL_SUSPENDED = "TOOL_SUSPENDED"
+    SCHEMA_VIOLATION = "SCHEMA_VIOLATION"
+    INVALID_ENDPOINT = "INVALID_ENDPOINT"
+    SSRF_BLOCKED = "SSRF_BLOCKED"
+    TIMEOUT = "TIMEOUT"
+    CONNECTION_ERROR = "CONNECTION_ERROR"
+    RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
+    HTTP_ERROR = "HTTP_ERROR"
+    TOOL_ERROR = "TOOL_ERROR"
+
+
+_SECRET_KEYS = re.compile(r"pass(word)?|secret|token|api[_-]?key|authorization|credential", re.I)
+
+
+def redact(value: Any) -> Any:
+    """Replace values under secret-looking keys, recursively."""
+    if isinstance(value, dict):
+        return {
+            key: "***" if _SECRET_KEYS.search(str(key)) else redact(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True)
+class ToolSnapshot:
+    """What the executor needs of a Tool row, read once per run."""
+
+    name: str
+    description: str
+    kind: str
+    params_schema: dict[str, Any]
+    endpoint_template: str
+    method: str
+    timeout_seconds: float
+    key_fields: tuple[str, ...] = ()
+    query_map: dict[str, str] = field(default_factory=dict)
+    adapters: tuple[str, ...] = ()
+    suspended: bool = False
+
+
+@dataclass(frozen=True)
+class ValidatedCall:
+    tool: ToolSnapshot
+    arguments: dict[str, Any]
+    adapters_fired: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ValidationFailure:
+    code: str
+    detail: str
+    adapters_fired: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolCallResult:
+    """The outcome of one executed call; ``code`` is OK or a standard error code."""
+
+    code: str
+    ok: bool
+    status_code: int | None
+    endpoint: str
+    request_payload: dict[str, Any]
+    body: str
+    response_size: int
+    latency_ms: int
+    content_type: str = "application/json"
+    detail: str = ""
+
+
+class ToolExecutor:
+    """Validates and runs the tool calls of one agent run."""
+
+    def __init__(
+        self,
+        *,
+        tools: dict[str, ToolSnapshot],
+        http_client: httpx.AsyncClient,
+        max_response_bytes: int,
+        max_redirects: int,
+    ) -> None:
+        self.tools = tools
+        self.http_client = http_client
+        self.max_response_bytes = max_response_bytes
+        self.max_redirects = max_redirects
+
+    def validate(self, name: str, arguments: Any) -> ValidatedCall | ValidationFailure:
+        """Whitelist, suspension, then JSON Schema (with adapters repairing what they can)."""
+        tool = self.tools.get(name)
+        if tool is None:
+            allowed = ", ".join(sorted(self.tools)) or "(none)"
+            return ValidationFailure(
+                ExecutorCode.TOOL_NOT_ALLOWED,
+                f"tool {name!r} is not on this agent's whitelist; allowed: {allowed}",
+            )
+        if tool.suspended:
+            return ValidationFailure(
+                ExecutorCode.TOOL_SUSPENDED,
+                f"tool {name!r} is suspended after repeated timeouts; use another way",
+            )
+        if not isinstance(arguments, dict):
+            return ValidationFailure(
+                ExecutorCode.SCHEMA_VIOLATION, "validator=type path=(root): expected an object"
+            )
+        adapted, firings, issues = adapt_arguments(
+            schema=tool.params_schema, arguments=arguments, enabled=tool.adapters or None
+        )
+        fired = [
+            {"adapter": f.adapter, "path": f.path, "before": f.before, "after": f.after}
+            for f in firings
+        ]
+        if issues:
+            detail = "; ".join(
+                f"validator={issue.validator} path={issue.path or '(root)'}: {issue.message}"
+                for issue in issues
+            )
+            return ValidationFailure(ExecutorCode.SCHEMA_VIOLATION, detail, fired)
+        return ValidatedCall(tool=tool, arguments=adapted, adapters_fired=fired)
+
+    async def execute(self, call: ValidatedCall) -> ToolCallResult:
+        if call.tool.kind == "python":
+            return await self._execute_python(call)
+        return await self._execute_http(call)
+
+    async def _execute_python(self, call: ValidatedCall) -> ToolCallResult:
+        definition = registered_python_tool(call.tool.name)
+        started = time.perf_counter()
+        payload = redact(call.arguments)
+        if definition is None or definition.func is None:
+            return self._result(
+                ExecutorCode.TOOL_ERROR, started, f"python:{call.tool.name}", payload, None, "",
+                detail="no registered function for this tool",
+            )  # fmt: skip
+        func = definition.func
+        try:
+            if inspect.iscoroutinefunction(func):
+                value = await asyncio.wait_for(func(**call.arguments), call.tool.timeout_seconds)
+            else:
+                value = await asyncio.wait_for(
+                    asyncio.to_thread(func, **call.arguments), call.tool.timeout_seconds
+                )
+        except TimeoutError:
+            return self._result(
+                ExecutorCode.TIMEOUT, started, f"python:{call.tool.name}", payload, None, "",
+                detail=f"no result within {call.tool.timeout_seconds:g}s",
+            )  # fmt: skip
+        except Exception as exc:  # a tool's own bug must not kill the run
+            return self._result(
+                ExecutorCode.TOOL_ERROR, started, f"python:{call.tool.name}", payload, None, "",
+                detail=f"{type(exc).__name__}: {exc}",
+            )  # fmt: skip
+        body = json.dumps(value, default=str, ensure_ascii=False)
+        return self._result(ExecutorCode.OK, started, f"python:{call.tool.name}", payload, 200, body)
+
+    async def _execute_http(self, call: ValidatedCall) -> ToolCallResult:
+        tool = call.tool
+        started = time.perf_counter()
+        try:
+            url, rest = endpoint_render(tool.endpoint_template, call.arguments)
+        except EndpointTemplateError as exc:
+            return self._result(
+                ExecutorCode.INVALID_ENDPOINT, started, tool.endpoint_template,
+                redact(call.arguments), None, "", detail=str(exc),
+            )  # fmt: skip
+        payload = redact(call.arguments)
+        if not endpoint_allowed(url):
+            return self._result(
+                ExecutorCode.INVALID_ENDPOINT, started, url, payload, None, "",
+                detail="endpoint is not on the allow-list",
+            )  # fmt: skip
+        request_kwargs: dict[str, Any] = {"timeout": tool.timeout_seconds}
+        renamed = {tool.query_map.get(key, key): value for key, value in rest.items()}
+        if tool.method == "GET":
+            request_kwargs["params"] = {
+                key: json.dumps(value) if isinstance(value, bool) else value
+                for key, value in renamed.items()
+            }
+        else:
+            request_kwargs["json"] = renamed
+        try:
+            response = await asyncio.wait_for(
+                ssrf_safe_request(
+                    self.http_client,
+                    tool.method,
+                    url,
+                    exempt_hosts=frozenset({sandbox_host()}),
+                    is_allowed_url=endpoint_allowed,
+                    max_redirects=self.max_redirects,
+                    max_bytes=self.max_response_bytes,
+                    **request_kwargs,
+                ),
+                # The per-operation httpx timeout doesn't bound a slow drip; this does.
+                timeout=tool.timeout_seconds,
+            )
+        except (TimeoutError, httpx.TimeoutException):
+            return self._result(
+                ExecutorCode.TIMEOUT, started, url, payload, None, "",
+                detail=f"no response within {tool.timeout_seconds:g}s",
+            )  # fmt: skip
+        except SSRFBlocked as exc:
+            return self._result(
+                ExecutorCode.SSRF_BLOCKED, started, url, payload, None, "", detail=exc.reason
+            )
+        except (EndpointNotAllowed, TooManyRedirects) as exc:
+            return self._result(
+                ExecutorCode.INVALID_ENDPOINT, started, url, payload, None, "", detail=str(exc)
+            )
+        except ResponseTooLarge as exc:
+            return self._result(
+                ExecutorCode.RESPONSE_TOO_LARGE, started, url, payload, None, "", detail=str(exc)
+            )
+        except httpx.HTTPError as exc:
+            return self._result(
+                ExecutorCode.CONNECTION_ERROR, started, url, payload, None, "",
+                detail=f"{type(exc).__name__}: {exc}",
+            )  # fmt: skip
+        body = response.body.decode("utf-8", errors="replace")
+        code = ExecutorCode.OK if 200 <= response.status_code < 300 else ExecutorCode.HTTP_ERROR
+        return self._result(
+            code,
+            started,
+            url,
+            payload,
+            response.status_code,
+            body,
+            content_type=response.headers.get("content-type", ""),
+            size=len(response.body),
+        )
+
+    @staticmethod
+    def _result(
+        code: str,
+        started: float,
+        endpoint: str,
+        payload: dict[str, Any],
+        status_code: int | None,
+        body: str,
+        *,
+        detail: str = "",
+        content_type: str = "application/json",
+        size: int | None = None,
+    ) -> ToolCallResult:
+        return ToolCallResult(
+            code=code,
+            ok=code == ExecutorCode.OK,
+            status_code=status_code,
+            endpoint=endpoint,
+            request_payload=payload,
+            body=body,
+            response_size=len(body.encode()) if size is None else size,
+            latency_ms=int((time.perf_counter() - started) * 1000),
+            content_type=content_type,
+            detail=detail,
+        )

@@ -1,0 +1,66 @@
+"""Seed the demo: sandbox shop data, tools, the support agent, roles and demo users."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+
+from agents.services import agent_ensure_default, tools_sync
+from traces.classifier import errorrules_seed_defaults
+from traces.selectors import ROLE_ADMIN, ROLE_OPS, ROLE_SUPPORT
+
+DEMO_USERS = [
+    # username, password, role, is_superuser
+    ("support", "support-demo", ROLE_SUPPORT, False),
+    ("ops", "ops-demo", ROLE_OPS, False),
+    ("admin", "admin-demo", ROLE_ADMIN, True),
+]
+
+
+class Command(BaseCommand):
+    help = "Seed sandbox data (if empty), tools, the support agent and demo users per role."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--seed", type=int, default=42)
+        parser.add_argument("--reset-shop", action="store_true", help="Regenerate shop data.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from sandbox.models import Order
+
+        if options["reset_shop"] or not Order.objects.exists():
+            call_command("sandbox_seed", seed=options["seed"], stdout=self.stdout)
+        with transaction.atomic():
+            errorrules_seed_defaults()
+            agent = agent_ensure_default()
+            tools = tools_sync(agents=[agent])
+            self._users()
+        self.stdout.write(f"agent {agent.slug!r} with {len(tools)} tools")
+        self.stdout.write("demo logins:")
+        for username, password, role, _ in DEMO_USERS:
+            self.stdout.write(f"  {username:<8} / {password:<13} ({role})")
+        sample = Order.objects.order_by("order_id").values_list("order_id", flat=True).first()
+        if sample:
+            self.stdout.write(f'try: python manage.py ask "Where is my order {sample}?"')
+
+    def _users(self) -> None:
+        user_model = get_user_model()
+        view_perms = Permission.objects.filter(
+            content_type__app_label__in=["traces", "agents", "sandbox"],
+            codename__startswith="view_",
+        )
+        for username, password, role, superuser in DEMO_USERS:
+            group, _ = Group.objects.get_or_create(name=role)
+            if role in (ROLE_OPS, ROLE_ADMIN):
+                group.permissions.add(*view_perms)
+            user, created = user_model.objects.get_or_create(
+                username=username, defaults={"is_staff": True, "is_superuser": superuser}
+            )
+            if created:
+                user.set_password(password)
+                user.save()
+            user.groups.add(group)

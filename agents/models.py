@@ -1,0 +1,117 @@
+"""Agents, the tools they may call, and tool alerts."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from agents.endpoints import endpoint_allowed, endpoint_expand_base
+
+
+class Agent(models.Model):
+    """A configured assistant: which tools it may call and how its loop is bounded."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    max_iterations = models.PositiveSmallIntegerField(default=8)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Tool(models.Model):
+    """A whitelisted tool. The endpoint comes from this row, never from the model."""
+
+    class Kind(models.TextChoices):
+        HTTP = "http", "HTTP endpoint"
+        PYTHON = "python", "In-process Python function"
+
+    class Method(models.TextChoices):
+        GET = "GET"
+        POST = "POST"
+
+    name = models.CharField(
+        max_length=64, unique=True, help_text="Identifier the model uses, e.g. get_order."
+    )
+    description = models.TextField(
+        help_text="Scenario-style: when should the agent use this tool and what it returns."
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.HTTP)
+    params_schema = models.JSONField(default=dict, help_text="JSON Schema of the arguments.")
+    endpoint_template = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="e.g. {sandbox}/orders/{order_id}; {sandbox} is SANDBOX_BASE_URL.",
+    )
+    method = models.CharField(max_length=6, choices=Method.choices, default=Method.GET)
+    timeout_seconds = models.FloatField(default=3.0)
+    key_fields = models.JSONField(
+        default=list, blank=True, help_text="Fields kept when reducing a JSON observation."
+    )
+    query_map = models.JSONField(
+        default=dict, blank=True, help_text="Argument name -> query-string name."
+    )
+    adapters = models.JSONField(
+        default=list, blank=True, help_text="Semantic-gap adapters enabled for this tool."
+    )
+    enabled = models.BooleanField(default=True)
+    allowed_agents = models.ManyToManyField(Agent, related_name="tools", blank=True)
+    suspended_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("admin:agents_tool_change", args=[self.pk])
+
+    def clean(self) -> None:
+        if self.kind == self.Kind.HTTP:
+            if not self.endpoint_template:
+                raise ValidationError({"endpoint_template": "An HTTP tool needs an endpoint."})
+            if not endpoint_allowed(endpoint_expand_base(self.endpoint_template)):
+                raise ValidationError(
+                    {"endpoint_template": "Endpoint is not on TOOL_ENDPOINT_ALLOWLIST."}
+                )
+        if not isinstance(self.params_schema, dict) or self.params_schema.get("type") != "object":
+            raise ValidationError({"params_schema": 'Must be a JSON Schema with "type": "object".'})
+        if self.timeout_seconds <= 0 or self.timeout_seconds > 60:
+            raise ValidationError({"timeout_seconds": "Between 0 and 60 seconds."})
+
+    def is_suspended(self, now: object | None = None) -> bool:
+        return bool(self.suspended_until and self.suspended_until > (now or timezone.now()))
+
+
+class ToolAlert(models.Model):
+    """An operational alert about a tool, e.g. suspended after repeated timeouts."""
+
+    class Kind(models.TextChoices):
+        SUSPENDED = "suspended", "Suspended after timeouts"
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="alerts")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    message = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.tool.name}: {self.kind}"

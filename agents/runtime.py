@@ -1,0 +1,657 @@
+"""The ReAct runtime: an explicit state machine over Thought -> Action -> Observation ->
+Reflection rounds.
+
+Every phase produces a ``StepRecord`` that is persisted (through the ``StepSink``) before
+the next phase starts, then *applied* to the in-memory ``RunMemory``. A re-delivered run
+rebuilds its memory by applying the recorded steps in order and carries on from the state
+they imply; tool calls already recorded are never repeated (idempotency key per call).
+
+The loop is a coroutine: one worker process holds many runs in flight while they await
+the model or a tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Protocol
+
+from agents.executor import ExecutorCode, ToolCallResult, ToolExecutor, ValidationFailure
+from agents.llm.base import LLMClient, LLMError, LLMResponse
+from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
+from agents.observation import observation_reduce
+from agents.parsing import ModelFormatError, parse_reasoning, parse_reflection
+from agents.intents import answer_unsupported_reason
+from agents.prompts import (
+    RoundRecord,
+    ToolSpec,
+    canonical_json,
+    reasoning_messages,
+    reflection_messages,
+)
+from traces.classifier import CompiledRule, ErrorEvent, classify_error
+
+
+class RunState(StrEnum):
+    WAITING_FOR_REASONING = "WAITING_FOR_REASONING"
+    VALIDATING_ACTION = "VALIDATING_ACTION"
+    EXECUTING_TOOL = "EXECUTING_TOOL"
+    PROCESSING_OBSERVATION = "PROCESSING_OBSERVATION"
+    REFLECTING = "REFLECTING"
+    FINISHED = "FINISHED"
+    FALLBACK = "FALLBACK"
+    FAILED = "FAILED"
+
+
+TERMINAL_STATES = frozenset({RunState.FINISHED, RunState.FALLBACK, RunState.FAILED})
+
+# The only moves the machine may make; anything else is a bug and raises.
+TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.WAITING_FOR_REASONING: frozenset(
+        {
+            RunState.VALIDATING_ACTION,
+            RunState.WAITING_FOR_REASONING,  # unparseable output, counted
+            RunState.FALLBACK,
+            RunState.FAILED,
+        }
+    ),
+    RunState.VALIDATING_ACTION: frozenset(
+        {
+            RunState.EXECUTING_TOOL,
+            RunState.WAITING_FOR_REASONING,  # rejected action, counted
+            RunState.FINISHED,
+            RunState.FALLBACK,
+            RunState.FAILED,  # third identical call
+        }
+    ),
+    RunState.EXECUTING_TOOL: frozenset({RunState.PROCESSING_OBSERVATION, RunState.FAILED}),
+    RunState.PROCESSING_OBSERVATION: frozenset({RunState.REFLECTING, RunState.FAILED}),
+    RunState.REFLECTING: frozenset({RunState.WAITING_FOR_REASONING, RunState.FAILED}),
+    RunState.FINISHED: frozenset(),
+    RunState.FALLBACK: frozenset(),
+    RunState.FAILED: frozenset(),
+}
+
+
+class InvalidTransition(RuntimeError):
+    pass
+
+
+class Phase(StrEnum):
+    REASONING = "reasoning"
+    ACTION = "action"
+    REFLECTION = "reflection"
+    FINAL = "final"
+    FALLBACK = "fallback"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    max_iterations: int = 8
+    max_consecutive_validation_failures: int = 2
+    repeat_stop_at: int = 3
+    observation_max_chars: int = 2000
+    history_verbatim_rounds: int = 3
+    timeouts_to_suspend: int = 5
+    suspend_minutes: int = 60
+    fallback_reply: str = "Sorry, I could not complete this request automatically."
+    run_time_limit_seconds: float | None = None
+
+
+@dataclass
+class StepRecord:
+    """One persisted phase. Field names match ``traces.models.Step``."""
+
+    phase: str
+    round_number: int
+    thought: str = ""
+    action_type: str = "none"
+    tool_name: str = ""
+    action_input: dict[str, Any] = field(default_factory=dict)
+    endpoint: str = ""
+    request_payload: dict[str, Any] = field(default_factory=dict)
+    status_code: int | None = None
+    ok: bool = True
+    error_type: str = ""
+    error_detail: str = ""
+    response_size: int = 0
+    response_summary: str = ""
+    latency_ms: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    llm_backend: str = ""
+    parse_mode: str = ""
+    adapters_fired: list[dict[str, Any]] = field(default_factory=list)
+    strategies_applied: list[Any] = field(default_factory=list)
+    strategy_version: str = ""
+    idempotency_key: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: str  # finished | fallback | failed
+    final_answer: str
+    error_type: str = ""
+
+
+class StepSink(Protocol):
+    """Where the runtime writes; implemented by ``traces.recorder``."""
+
+    async def write_step(self, record: StepRecord) -> None: ...
+
+    async def recorded_tool_call(self, idempotency_key: str) -> StepRecord | None: ...
+
+    async def tool_recent_timeouts(self, tool_name: str) -> int: ...
+
+    async def tool_suspend(self, tool_name: str, *, minutes: int, timeouts: int) -> None: ...
+
+
+def call_signature(tool: str, arguments: dict[str, Any]) -> str:
+    return f"{tool} {canonical_json(arguments)}"
+
+
+@dataclass
+class RunMemory:
+    """Everything the loop knows, rebuilt from step records alone."""
+
+    rounds: list[RoundRecord] = field(default_factory=list)
+    key_facts: dict[str, str] = field(default_factory=dict)
+    pending: ReasoningStep | None = None
+    validation_failure_streak: int = 0
+    last_call_signature: str = ""
+    repeat_streak: int = 0
+    successful_tool_results: int = 0
+    observations: list[str] = field(default_factory=list)
+    reasoning_calls: int = 0
+    step_count: int = 0
+    state: RunState = RunState.WAITING_FOR_REASONING
+    outcome: RunOutcome | None = None
+
+    def current_round(self) -> RoundRecord:
+        return self.rounds[-1]
+
+    def apply(self, record: StepRecord) -> None:
+        """Fold one step into memory and move to the state it implies."""
+        self.step_count += 1
+        if record.phase == Phase.REASONING:
+            self.reasoning_calls += 1
+            if record.ok:
+                self.pending = ReasoningStep(
+                    thought=record.thought,
+                    action=record.tool_name or FINAL_ANSWER,
+                    action_input=record.action_input,
+                    expectation=record.details.get("expectation", ""),
+                    final_answer=record.details.get("final_answer"),
+                )
+                self.rounds.append(
+                    RoundRecord(
+                        number=record.round_number,
+                        thought=record.thought,
+                        action=self.pending.action,
+                        action_input=record.action_input,
+                        expectation=self.pending.expectation,
+                    )
+                )
+                self.state = RunState.VALIDATING_ACTION
+            else:
+                self.pending = None
+                self.validation_failure_streak += 1
+                self.rounds.append(
+                    RoundRecord(
+                        number=record.round_number,
+                        action="(unparseable output)",
+                        observation=record.error_detail,
+                        ok=False,
+                        error_type=record.error_type,
+                    )
+                )
+                self.state = RunState.WAITING_FOR_REASONING
+        elif record.phase == Phase.ACTION:
+            rnd = self.current_round()
+            rnd.observation = record.response_summary or record.error_detail
+            rnd.ok = record.ok
+            rnd.status_code = record.status_code
+            rnd.error_type = record.error_type
+            self.pending = None
+            if record.details.get("rejected"):
+                self.validation_failure_streak += 1
+                self.state = RunState.WAITING_FOR_REASONING
+                return
+            self.validation_failure_streak = 0
+            signature = record.details.get("signature", "")
+            if signature and signature == self.last_call_signature:
+                self.repeat_streak += 1
+            else:
+                self.repeat_streak = 1
+            self.last_call_signature = signature
+            if record.ok:
+                self.successful_tool_results += 1
+                self.observations.append(record.response_summary)
+                self.key_facts[signature] = record.response_summary[:300]
+            self.state = RunState.REFLECTING
+        elif record.phase == Phase.REFLECTION:
+            self.current_round().reflection = record.response_summary
+            self.state = RunState.WAITING_FOR_REASONING
+        elif record.phase == Phase.FINAL:
+            self.outcome = RunOutcome("finished", record.response_summary)
+            self.state = RunState.FINISHED
+        elif record.phase == Phase.FALLBACK:
+            self.outcome = RunOutcome("fallback", record.response_summary, record.error_type)
+            self.state = RunState.FALLBACK
+        elif record.phase == Phase.STOPPED:
+            self.outcome = RunOutcome("failed", record.response_summary, record.error_type)
+            self.state = RunState.FAILED
+
+    def warnings(self, repeat_stop_at: int) -> list[str]:
+        if self.repeat_streak >= 2:
+            return [
+                f"You called {self.last_call_signature} {self.repeat_streak} times in a row "
+                f"with the same arguments. Do not repeat it: a call repeated "
+                f"{repeat_stop_at} times stops the run. Use a different action or answer."
+            ]
+        return []
+
+
+class AgentRun:
+    """Drives one trace through the state machine until a terminal state."""
+
+    def __init__(
+        self,
+        *,
+        trace_id: str,
+        query: str,
+        customer_id: str,
+        llm: LLMClient,
+        executor: ToolExecutor,
+        sink: StepSink,
+        rules: list[CompiledRule],
+        config: RuntimeConfig,
+        hints: list[str] | None = None,
+        strategy_version: str = "",
+        recorded_steps: list[StepRecord] | None = None,
+    ) -> None:
+        self.trace_id = trace_id
+        self.query = query
+        self.customer_id = customer_id
+        self.llm = llm
+        self.executor = executor
+        self.sink = sink
+        self.rules = rules
+        self.config = config
+        self.hints = hints or []
+        self.strategy_version = strategy_version
+        self.memory = RunMemory()
+        self._result: ToolCallResult | None = None
+        self._validated: Any = None
+        self._pending_key = ""
+        for record in recorded_steps or []:
+            self.memory.apply(record)
+        self.tool_specs = [
+            ToolSpec(name=t.name, description=t.description, params_schema=t.params_schema)
+            for t in executor.tools.values()
+        ]
+
+    @property
+    def state(self) -> RunState:
+        return self.memory.state
+
+    def _move(self, new_state: RunState) -> None:
+        if new_state not in TRANSITIONS[self.memory.state]:
+            raise InvalidTransition(f"{self.memory.state} -> {new_state}")
+        self.memory.state = new_state
+
+    async def _record(self, record: StepRecord, *, then: RunState | None = None) -> None:
+        """Persist, then apply; the state the record implies must be a legal move."""
+        record.strategy_version = record.strategy_version or self.strategy_version
+        before = self.memory.state
+        await self.sink.write_step(record)
+        self.memory.apply(record)
+        after = self.memory.state
+        self.memory.state = before
+        self._move(then or after)
+
+    def _classify(self, event: ErrorEvent) -> str:
+        return classify_error(event, self.rules)
+
+    async def run(self) -> RunOutcome:
+        handlers = {
+            RunState.WAITING_FOR_REASONING: self._reason,
+            RunState.VALIDATING_ACTION: self._validate,
+            RunState.EXECUTING_TOOL: self._execute,
+            RunState.PROCESSING_OBSERVATION: self._process_observation,
+            RunState.REFLECTING: self._reflect,
+        }
+        if self.state == RunState.EXECUTING_TOOL or self.state == RunState.PROCESSING_OBSERVATION:
+            # Cannot be restored from records; re-validate the pending action instead.
+            self.memory.state = RunState.VALIDATING_ACTION
+        try:
+            if self.config.run_time_limit_seconds:
+                async with asyncio.timeout(self.config.run_time_limit_seconds):
+                    await self._loop(handlers)
+            else:
+                await self._loop(handlers)
+        except TimeoutError:
+            await self._stop("RUN_TIME_LIMIT", "the run hit its time limit")
+        assert self.memory.outcome is not None
+        return self.memory.outcome
+
+    async def _loop(self, handlers: dict[RunState, Any]) -> None:
+        while self.state not in TERMINAL_STATES:
+            await handlers[self.state]()
+
+    # --- states --------------------------------------------------------------
+    async def _reason(self) -> None:
+        memory = self.memory
+        if memory.validation_failure_streak >= self.config.max_consecutive_validation_failures:
+            await self._record(
+                StepRecord(
+                    phase=Phase.FALLBACK,
+                    round_number=len(memory.rounds),
+                    ok=False,
+                    error_type=memory.current_round().error_type,
+                    error_detail=(
+                        f"{memory.validation_failure_streak} consecutive validation failures"
+                    ),
+                    response_summary=self.config.fallback_reply,
+                ),
+                then=RunState.FALLBACK,
+            )
+            return
+        if memory.reasoning_calls >= self.config.max_iterations:
+            await self._stop("MAX_STEPS", f"no final answer after {memory.reasoning_calls} rounds")
+            return
+        round_number = memory.reasoning_calls + 1
+        verbatim = self.config.history_verbatim_rounds
+        messages = reasoning_messages(
+            query=self.query,
+            customer_id=self.customer_id,
+            tools=self.tool_specs,
+            hints=self.hints,
+            key_facts=[f"{sig} -> {fact}" for sig, fact in memory.key_facts.items()],
+            earlier_rounds=memory.rounds[:-verbatim] if verbatim else memory.rounds,
+            recent_rounds=memory.rounds[-verbatim:] if verbatim else [],
+            warnings=memory.warnings(self.config.repeat_stop_at),
+        )
+        response = await self._complete(messages, ReasoningStep, "reasoning", round_number)
+        if response is None:
+            return
+        usage = self._usage(response)
+        try:
+            step, mode = parse_reasoning(response.text)
+        except ModelFormatError as exc:
+            await self._record(
+                StepRecord(
+                    phase=Phase.REASONING,
+                    round_number=round_number,
+                    ok=False,
+                    error_type=self._classify(ErrorEvent(source="model_output", body=exc.reason)),
+                    error_detail=(
+                        f"Format error: {exc.reason}. Reply with one JSON object as the "
+                        "Instructions say."
+                    ),
+                    response_summary=exc.raw,
+                    **usage,
+                )
+            )
+            return
+        is_final = step.action == FINAL_ANSWER
+        await self._record(
+            StepRecord(
+                phase=Phase.REASONING,
+                round_number=round_number,
+                thought=step.thought,
+                action_type="final_answer" if is_final else "tool",
+                tool_name="" if is_final else step.action,
+                action_input=step.action_input,
+                parse_mode=mode,
+                details={"expectation": step.expectation, "final_answer": step.final_answer},
+                **usage,
+            )
+        )
+
+    async def _validate(self) -> None:
+        memory = self.memory
+        step = memory.pending
+        assert step is not None
+        rnd = memory.current_round()
+        if step.action == FINAL_ANSWER:
+            answer = (step.final_answer or "").strip()
+            reason = (
+                "the final answer is empty"
+                if not answer
+                else answer_unsupported_reason(
+                    query=self.query,
+                    answer=answer,
+                    observations=memory.observations,
+                    successful_tool_results=memory.successful_tool_results,
+                )
+            )
+            if reason:
+                await self._reject(
+                    rnd,
+                    action_type="final_answer",
+                    error_type=self._classify(
+                        ErrorEvent(
+                            source="final_answer",
+                            exception_class="UNSUPPORTED_ANSWER",
+                            body=reason,
+                        )
+                    ),
+                    detail=(
+                        f"Final answer rejected: {reason}. Call a tool to get the facts, "
+                        "and state only facts shown in observations."
+                    ),
+                    extra={"rejected_answer": answer[:2000]},
+                )
+                return
+            await self._record(
+                StepRecord(
+                    phase=Phase.FINAL,
+                    round_number=rnd.number,
+                    action_type="final_answer",
+                    response_summary=answer,
+                ),
+                then=RunState.FINISHED,
+            )
+            return
+        checked = self.executor.validate(step.action, step.action_input)
+        if isinstance(checked, ValidationFailure):
+            await self._reject(
+                rnd,
+                action_type="tool",
+                error_type=self._classify(
+                    ErrorEvent(source="executor", exception_class=checked.code, body=checked.detail)
+                ),
+                detail=f"{checked.code}: {checked.detail}",
+                adapters_fired=checked.adapters_fired,
+            )
+            return
+        signature = call_signature(step.action, checked.arguments)
+        if (
+            signature == memory.last_call_signature
+            and memory.repeat_streak + 1 >= self.config.repeat_stop_at
+        ):
+            await self._stop(
+                "LOOP_DETECTED",
+                f"{signature} requested {memory.repeat_streak + 1} times in a row",
+            )
+            return
+        self._validated = checked
+        self._move(RunState.EXECUTING_TOOL)
+
+    async def _reject(
+        self,
+        rnd: RoundRecord,
+        *,
+        action_type: str,
+        error_type: str,
+        detail: str,
+        adapters_fired: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        step = self.memory.pending
+        await self._record(
+            StepRecord(
+                phase=Phase.ACTION,
+                round_number=rnd.number,
+                action_type=action_type,
+                tool_name=step.action if step and action_type == "tool" else "",
+                action_input=step.action_input if step else {},
+                ok=False,
+                error_type=error_type,
+                error_detail=detail,
+                adapters_fired=adapters_fired or [],
+                details={"rejected": True, **(extra or {})},
+            )
+        )
+
+    async def _execute(self) -> None:
+        call = self._validated
+        rnd = self.memory.current_round()
+        signature = call_signature(call.tool.name, call.arguments)
+        key = hashlib.sha256(
+            f"{self.trace_id}:{rnd.number}:{signature}".encode()
+        ).hexdigest()
+        recorded = await self.sink.recorded_tool_call(key)
+        if recorded is not None:
+            # Redelivered run: the call happened and was recorded; never repeat it.
+            self.memory.apply(recorded)
+            self.memory.state = RunState.REFLECTING
+            return
+        result = await self.executor.execute(call)
+        self._result = result
+        self._pending_key = key
+        self._move(RunState.PROCESSING_OBSERVATION)
+
+    async def _process_observation(self) -> None:
+        call = self._validated
+        result = self._result
+        assert result is not None
+        rnd = self.memory.current_round()
+        signature = call_signature(call.tool.name, call.arguments)
+        error_type = ""
+        if not result.ok:
+            if result.code == ExecutorCode.HTTP_ERROR:
+                event = ErrorEvent(source="http", status_code=result.status_code, body=result.body)
+            else:
+                event = ErrorEvent(source="executor", exception_class=result.code, body=result.detail)
+            error_type = self._classify(event)
+        if result.body:
+            reduced = observation_reduce(
+                body=result.body,
+                content_type=result.content_type,
+                key_fields=call.tool.key_fields if result.ok else (),
+                max_chars=self.config.observation_max_chars,
+            )
+            summary, truncated = reduced.text, reduced.truncated
+        else:
+            summary, truncated = result.detail, False
+        await self._record(
+            StepRecord(
+                phase=Phase.ACTION,
+                round_number=rnd.number,
+                action_type="tool",
+                tool_name=call.tool.name,
+                action_input=call.arguments,
+                endpoint=result.endpoint,
+                request_payload=result.request_payload,
+                status_code=result.status_code,
+                ok=result.ok,
+                error_type=error_type,
+                error_detail=result.detail if not result.ok else "",
+                response_size=result.response_size,
+                response_summary=summary,
+                latency_ms=result.latency_ms,
+                adapters_fired=call.adapters_fired,
+                idempotency_key=self._pending_key,
+                details={"signature": signature, "code": result.code, "truncated": truncated},
+            )
+        )
+        if error_type == "TIMEOUT":
+            timeouts = await self.sink.tool_recent_timeouts(call.tool.name)
+            if timeouts >= self.config.timeouts_to_suspend:
+                await self.sink.tool_suspend(
+                    call.tool.name, minutes=self.config.suspend_minutes, timeouts=timeouts
+                )
+                self._suspend_in_run(call.tool.name)
+
+    def _suspend_in_run(self, tool_name: str) -> None:
+        tool = self.executor.tools.get(tool_name)
+        if tool is not None:
+            self.executor.tools[tool_name] = replace(tool, suspended=True)
+
+    async def _reflect(self) -> None:
+        rnd = self.memory.current_round()
+        response = await self._complete(
+            reflection_messages(query=self.query, rnd=rnd), Reflection, "reflection", rnd.number
+        )
+        if response is None:
+            return
+        usage = self._usage(response)
+        try:
+            reflection = parse_reflection(response.text)
+        except ModelFormatError as exc:
+            await self._record(
+                StepRecord(
+                    phase=Phase.REFLECTION,
+                    round_number=rnd.number,
+                    ok=False,
+                    error_type=self._classify(ErrorEvent(source="model_output", body=exc.reason)),
+                    error_detail=f"Reflection format error: {exc.reason}",
+                    response_summary="(no usable reflection)",
+                    **usage,
+                )
+            )
+            return
+        text = (
+            f"expectation_met={str(reflection.expectation_met).lower()}; "
+            f"cause={reflection.likely_cause or '-'}; next={reflection.next}"
+        )
+        await self._record(
+            StepRecord(
+                phase=Phase.REFLECTION,
+                round_number=rnd.number,
+                thought=reflection.likely_cause,
+                response_summary=text,
+                details=reflection.model_dump(),
+                **usage,
+            )
+        )
+
+    # --- helpers ---------------------------------------------------------------
+    async def _complete(
+        self, messages: Any, schema: type, purpose: str, round_number: int
+    ) -> LLMResponse | None:
+        try:
+            return await self.llm.complete(messages=messages, schema=schema, purpose=purpose)
+        except LLMError as exc:
+            await self._stop("LLM_ERROR", f"{purpose}: {exc}", round_number=round_number)
+            return None
+
+    def _usage(self, response: LLMResponse) -> dict[str, Any]:
+        return {
+            "prompt_tokens": response.usage.prompt_tokens,
+            "completion_tokens": response.usage.completion_tokens,
+            "cost_usd": response.usage.cost_usd,
+            "latency_ms": int(response.latency_ms),
+            "llm_backend": response.backend,
+        }
+
+    async def _stop(self, code: str, detail: str, *, round_number: int | None = None) -> None:
+        error_type = self._classify(ErrorEvent(source="runtime", exception_class=code, body=detail))
+        record = StepRecord(
+            phase=Phase.STOPPED,
+            round_number=round_number if round_number is not None else len(self.memory.rounds),
+            ok=False,
+            error_type=error_type,
+            error_detail=detail,
+            response_summary=self.config.fallback_reply,
+        )
+        # A time limit can strike in any state, so this move bypasses the table.
+        await self.sink.write_step(record)
+        self.memory.apply(record)

@@ -1,0 +1,241 @@
+"""Writes of the agents app: tools, agents, and starting / executing runs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
+from agents.executor import ToolExecutor, ToolSnapshot
+from agents.llm.factory import llm_client_build
+from agents.models import Agent, Tool, ToolAlert
+from agents.registry import ToolDefinition, registered_python_tools
+from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
+from agents.tool_catalog import SANDBOX_TOOLS
+from traces import services as trace_services
+from traces.classifier import error_rules_aload
+from traces.models import Step, Trace
+from traces.recorder import RunConflict, TraceRecorder, step_to_record
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_AGENT_SLUG = "support"
+
+
+def agent_ensure_default() -> Agent:
+    agent, _ = Agent.objects.get_or_create(
+        slug=DEFAULT_AGENT_SLUG,
+        defaults={
+            "name": "Support assistant",
+            "description": "Looks up orders, prices, stock, returns and policies for support.",
+        },
+    )
+    return agent
+
+
+def _tool_defaults(definition: ToolDefinition) -> dict[str, Any]:
+    return {
+        "description": definition.description,
+        "kind": definition.kind,
+        "params_schema": definition.params_schema,
+        "endpoint_template": definition.endpoint,
+        "method": definition.method,
+        "timeout_seconds": definition.timeout_seconds or settings.TOOL_DEFAULT_TIMEOUT_SECONDS,
+        "key_fields": definition.key_fields,
+        "query_map": definition.query_map,
+        "adapters": definition.adapters,
+    }
+
+
+@transaction.atomic
+def tools_sync(*, agents: list[Agent] | None = None, overwrite: bool = False) -> list[Tool]:
+    """Create rows for the code-declared tools; existing rows keep admins' edits
+    unless ``overwrite``. New rows are allowed for ``agents``."""
+    rows = []
+    for definition in [*SANDBOX_TOOLS, *registered_python_tools()]:
+        tool, created = Tool.objects.get_or_create(
+            name=definition.name, defaults=_tool_defaults(definition)
+        )
+        if not created and overwrite:
+            for key, value in _tool_defaults(definition).items():
+                setattr(tool, key, value)
+            tool.save()
+        if created and agents:
+            tool.allowed_agents.add(*agents)
+        rows.append(tool)
+    return rows
+
+
+@transaction.atomic
+def tool_suspend(*, name: str, minutes: int, timeouts: int) -> None:
+    """Suspend a tool after repeated timeouts and write an alert row."""
+    tool = Tool.objects.select_for_update().get(name=name)
+    if tool.is_suspended():
+        return
+    tool.suspended_until = timezone.now() + timedelta(minutes=minutes)
+    tool.save(update_fields=["suspended_until", "updated_at"])
+    ToolAlert.objects.create(
+        tool=tool,
+        kind=ToolAlert.Kind.SUSPENDED,
+        message=f"{name} suspended for {minutes} min after {timeouts} timeouts in the last hour.",
+        details={"timeouts": timeouts, "minutes": minutes},
+    )
+    logger.warning("tool.suspended", extra={"tool": name, "timeouts": timeouts})
+
+
+def run_start(
+    *,
+    agent: Agent,
+    query: str,
+    customer_id: str = "",
+    session_id: str = "",
+    user_id: int | None = None,
+    source: str = "api",
+) -> Trace:
+    """Store the run as queued and enqueue it once the transaction commits."""
+    with transaction.atomic():
+        trace = trace_services.trace_create(
+            agent_id=agent.pk,
+            query=query,
+            llm_backend=settings.LLM_BACKEND,
+            llm_model="simulated-react-1" if settings.LLM_BACKEND == "simulated"
+            else settings.LLM_MODEL,
+            customer_id=customer_id,
+            session_id=session_id,
+            created_by_id=user_id,
+            source=source,
+        )  # fmt: skip
+        trace_id = str(trace.pk)
+        transaction.on_commit(lambda: run_enqueue(trace_id=trace_id))
+    return trace
+
+
+def run_enqueue(*, trace_id: str) -> None:
+    """Hand the run to Celery, or to this process's event loop in the embedded shape."""
+    if settings.AGENT_EXECUTOR == "celery":
+        from agents.tasks import run_agent
+
+        run_agent.delay(trace_id)
+    else:
+        from agents.loop_runner import loop_runner
+
+        loop_runner().submit(run_execute(trace_id=trace_id))
+
+
+def runtime_config() -> RuntimeConfig:
+    return RuntimeConfig(
+        max_iterations=settings.AGENT_MAX_ITERATIONS,
+        max_consecutive_validation_failures=settings.AGENT_MAX_CONSECUTIVE_VALIDATION_FAILURES,
+        repeat_stop_at=settings.AGENT_REPEAT_STOP_AT,
+        observation_max_chars=settings.AGENT_OBSERVATION_MAX_CHARS,
+        history_verbatim_rounds=settings.AGENT_HISTORY_VERBATIM_ROUNDS,
+        timeouts_to_suspend=settings.AGENT_TOOL_TIMEOUTS_PER_HOUR_TO_SUSPEND,
+        suspend_minutes=settings.AGENT_TOOL_SUSPEND_MINUTES,
+        fallback_reply=settings.AGENT_FALLBACK_REPLY,
+        run_time_limit_seconds=settings.AGENT_RUN_SOFT_TIME_LIMIT,
+    )
+
+
+def tool_snapshots(*, agent_id: int) -> dict[str, ToolSnapshot]:
+    """The enabled tools this agent may call, as immutable snapshots."""
+    now = timezone.now()
+    return {
+        tool.name: ToolSnapshot(
+            name=tool.name,
+            description=tool.description,
+            kind=tool.kind,
+            params_schema=tool.params_schema,
+            endpoint_template=tool.endpoint_template,
+            method=tool.method,
+            timeout_seconds=tool.timeout_seconds,
+            key_fields=tuple(tool.key_fields or ()),
+            query_map=dict(tool.query_map or {}),
+            adapters=tuple(tool.adapters or ()),
+            suspended=tool.is_suspended(now),
+        )
+        for tool in Tool.objects.filter(enabled=True, allowed_agents__id=agent_id)
+    }
+
+
+def _load_run(trace_id: str) -> tuple[Trace, dict[str, ToolSnapshot], list[Step]] | None:
+    if not trace_services.trace_mark_running(trace_id=trace_id):
+        return None
+    trace = Trace.objects.select_related("agent").get(pk=trace_id)
+    steps = list(trace.steps.order_by("step_number"))
+    return trace, tool_snapshots(agent_id=trace.agent_id), steps
+
+
+async def run_execute(
+    *,
+    trace_id: str,
+    config: RuntimeConfig | None = None,
+    on_step: Callable[[Step], None] | None = None,
+    llm_backend: str | None = None,
+) -> RunOutcome | None:
+    """Execute (or resume) one run to a terminal state. Idempotent per trace id."""
+    try:
+        loaded = await sync_to_async(_load_run)(trace_id)
+    except Trace.DoesNotExist:
+        logger.warning("run.missing_trace", extra={"trace_id": trace_id})
+        return None
+    if loaded is None:
+        return None
+    trace, tools, steps = loaded
+    config = config or runtime_config()
+    if trace.agent.max_iterations:
+        config = RuntimeConfig(**{**config.__dict__, "max_iterations": trace.agent.max_iterations})
+    recorder = TraceRecorder(
+        trace_id=trace_id, next_step_number=(steps[-1].step_number + 1) if steps else 1
+    )
+    recorder.on_step = on_step
+    try:
+        async with httpx.AsyncClient(trust_env=False) as http_client:
+            run = AgentRun(
+                trace_id=trace_id,
+                query=trace.query,
+                customer_id=trace.customer_id,
+                llm=llm_client_build(backend=llm_backend or trace.llm_backend),
+                executor=ToolExecutor(
+                    tools=tools,
+                    http_client=http_client,
+                    max_response_bytes=settings.TOOL_MAX_RESPONSE_BYTES,
+                    max_redirects=settings.TOOL_MAX_REDIRECTS,
+                ),
+                sink=recorder,
+                rules=await error_rules_aload(),
+                config=config,
+                strategy_version=trace.policy_version,
+                recorded_steps=[step_to_record(step) for step in steps],
+            )
+            outcome = await run.run()
+    except RunConflict:
+        logger.warning("run.conflict", extra={"trace_id": trace_id})
+        return None
+    except Exception as exc:
+        logger.exception("run.crashed", extra={"trace_id": trace_id})
+        await sync_to_async(trace_services.trace_abort)(
+            trace_id=trace_id, error_type="UNKNOWN", detail=f"{type(exc).__name__}: {exc}"
+        )
+        raise
+    await sync_to_async(trace_services.trace_finish)(
+        trace_id=trace_id,
+        status=outcome.status,
+        final_answer=outcome.final_answer,
+        error_type=outcome.error_type,
+    )
+    return outcome
+
+
+def run_execute_blocking(*, trace_id: str, timeout: float | None = None) -> None:
+    """Run on this process's shared event loop and wait (used by the Celery task)."""
+    from agents.loop_runner import loop_runner
+
+    loop_runner().submit(run_execute(trace_id=trace_id)).result(timeout=timeout)

@@ -1,0 +1,252 @@
+"""A real HTTP server on loopback speaking the OpenAI chat-completions wire protocol.
+
+Scripted: each request to ``POST /v1/chat/completions`` (or ``/chat/completions``)
+takes the next planned step. A step is a tuple:
+
+- ``("ok", content)`` or ``("ok", content, usage)``: 200 with a chat.completion body;
+  ``usage`` is ``{"prompt_tokens": .., "completion_tokens": ..}``.
+- ``("status", code)`` or ``("status", code, headers)``: that status with an
+  OpenAI-style error body, e.g. ``("status", 429, {"Retry-After": "2"})``.
+- ``("hang", seconds)``: waits (interruptibly, ends on shutdown), then answers 200.
+- ``("raw", status, body_bytes)`` or ``("raw", status, body_bytes, content_type)``.
+
+With the script empty the server answers 500 saying so. Every request is recorded.
+
+    with FakeOpenAIServer() as server:
+        server.enqueue(("status", 429), ("ok", '{"a": 1}'))
+        client = OpenAILLM(base_url=server.base_url, ...)
+        ...
+        assert server.requests[0].json["model"] == "m"
+
+or the ``openai_server`` fixture, made visible to a test module (or conftest) with
+``from tests.fakes.openai_server import openai_server_fixture  # noqa: F401``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+COMPLETION_PATHS = ("/v1/chat/completions", "/chat/completions")
+DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
+ERROR_TYPES = {
+    400: ("invalid_request_error", "invalid_request"),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "permission_denied"),
+    404: ("invalid_request_error", "model_not_found"),
+    422: ("invalid_request_error", "unprocessable_entity"),
+    429: ("rate_limit_exceeded", "rate_limit_exceeded"),
+}
+
+Step = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server received it; header names are lower-cased."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    json: Any = None
+
+
+@dataclass
+class FakeOpenAIServer:
+    """Threaded loopback server; a context manager, or ``start()`` / ``stop()``."""
+
+    model: str = "fake-model"
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._script: collections.deque[Step] = collections.deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("The fake OpenAI server is not running.")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """What an OpenAI client takes as ``base_url``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def enqueue(self, *steps: Step) -> None:
+        """Append planned responses, answered in order, one per request."""
+        for step in steps:
+            if not step or step[0] not in {"ok", "status", "hang", "raw"}:
+                raise ValueError(f"Unknown fake OpenAI step: {step!r}")
+        with self._lock:
+            self._script.extend(steps)
+
+    @property
+    def remaining(self) -> int:
+        """Planned responses not yet used."""
+        with self._lock:
+            return len(self._script)
+
+    def start(self) -> None:
+        self._stopping.clear()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-openai-server",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        # Set first so hanging handlers wake up instead of holding shutdown.
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def _next_step(self) -> Step | None:
+        with self._lock:
+            return self._script.popleft() if self._script else None
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def completion_body(self, content: str | None, usage: dict[str, int] | None = None) -> bytes:
+        """A chat.completion JSON body, as the OpenAI API returns it."""
+        usage = usage if usage is not None else DEFAULT_USAGE
+        prompt_tokens = int(usage.get("prompt_tokens", 0))
+        completion_tokens = int(usage.get("completion_tokens", 0))
+        body = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return json.dumps(body).encode()
+
+
+def error_body(status: int, message: str) -> bytes:
+    """An OpenAI-style error body."""
+    error_type, code = ERROR_TYPES.get(status, ("server_error", "server_error"))
+    return json.dumps({"error": {"message": message, "type": error_type, "code": code}}).encode()
+
+
+def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            try:
+                parsed = json.loads(body) if body else None
+            except ValueError:
+                parsed = None
+            path = self.path.split("?", 1)[0]
+            server._record(
+                RecordedRequest(
+                    method="POST",
+                    path=path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                    json=parsed,
+                )
+            )
+            if path not in COMPLETION_PATHS:
+                self._send(404, error_body(404, f"Unknown path {path}"))
+                return
+            self._answer(server._next_step())
+
+        def _answer(self, step: Step | None) -> None:
+            if step is None:
+                message = "Fake OpenAI server: no scripted response left for this request."
+                self._send(500, error_body(500, message))
+                return
+            kind = step[0]
+            if kind == "ok":
+                usage = step[2] if len(step) > 2 else None
+                self._send(200, server.completion_body(step[1], usage))
+            elif kind == "status":
+                status = int(step[1])
+                headers = step[2] if len(step) > 2 else {}
+                message = f"Fake OpenAI server: scripted status {status}."
+                self._send(status, error_body(status, message), headers=headers)
+            elif kind == "hang":
+                if server._stopping.wait(float(step[1])):
+                    return
+                self._send(200, server.completion_body("{}"))
+            elif kind == "raw":
+                content_type = step[3] if len(step) > 3 else "application/json"
+                self._send(int(step[1]), bytes(step[2]), content_type=content_type)
+
+        def _send(
+            self,
+            status: int,
+            body: bytes,
+            *,
+            headers: dict[str, str] | None = None,
+            content_type: str = "application/json",
+        ) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                # The client gave up (a timeout test); nothing left to tell it.
+                self.close_connection = True
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    return Handler
+
+
+@pytest.fixture(name="openai_server")
+def openai_server_fixture() -> Iterator[FakeOpenAIServer]:
+    """A running fake OpenAI server, stopped after the test."""
+    with FakeOpenAIServer() as server:
+        yield server

@@ -1,0 +1,51 @@
+from django.contrib import admin
+
+from traces.models import ErrorRule, Step, Trace
+
+
+class StepInline(admin.TabularInline):
+    model = Step
+    extra = 0
+    can_delete = False
+    fields = [
+        "step_number", "phase", "action_type", "tool_name", "status_code", "ok", "error_type",
+        "latency_ms", "response_summary",
+    ]  # fmt: skip
+    readonly_fields = fields
+    show_change_link = True
+
+
+@admin.register(Trace)
+class TraceAdmin(admin.ModelAdmin):
+    list_display = [
+        "id", "created_at", "agent", "status", "error_type", "llm_backend", "total_steps",
+        "total_latency_ms", "query",
+    ]  # fmt: skip
+    list_filter = ["status", "error_type", "llm_backend", "agent", "source"]
+    search_fields = ["id", "query", "customer_id", "session_id", "query_hash"]
+    date_hierarchy = "created_at"
+    readonly_fields = [f.name for f in Trace._meta.fields]
+    inlines = [StepInline]
+    list_select_related = ["agent"]
+
+
+@admin.register(Step)
+class StepAdmin(admin.ModelAdmin):
+    list_display = [
+        "trace", "step_number", "phase", "tool_name", "status_code", "ok", "error_type",
+        "latency_ms", "created_at",
+    ]  # fmt: skip
+    list_filter = ["phase", "ok", "error_type", "tool_name", "llm_backend"]
+    search_fields = ["trace__id", "tool_name", "error_detail"]
+    readonly_fields = [f.name for f in Step._meta.fields]
+
+
+@admin.register(ErrorRule)
+class ErrorRuleAdmin(admin.ModelAdmin):
+    list_display = [
+        "position", "name", "source", "status_min", "status_max", "exception_class",
+        "body_pattern", "error_type", "enabled",
+    ]  # fmt: skip
+    list_editable = ["enabled"]
+    list_filter = ["source", "error_type", "enabled"]
+    ordering = ["position"]

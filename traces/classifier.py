@@ -1,0 +1,189 @@
+"""Rule-based failure classifier: an ordered table of ErrorRule rows, first match wins.
+
+The rules are data (editable in admin). ``DEFAULT_ERROR_RULES`` seeds the table through a
+data migration and ``errorrules_seed_defaults``; code never hard-wires the mapping.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from traces.models import ErrorRule, ErrorType
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """What went wrong, as the classifier sees it."""
+
+    source: str  # one of ErrorRule.Source
+    status_code: int | None = None
+    exception_class: str = ""
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    position: int
+    name: str
+    source: str
+    status_min: int | None
+    status_max: int | None
+    exception_class: str
+    body_regex: re.Pattern[str] | None
+    error_type: str
+
+    def matches(self, event: ErrorEvent) -> bool:
+        if self.source != event.source:
+            return False
+        if self.status_min is not None or self.status_max is not None:
+            if event.status_code is None:
+                return False
+            if self.status_min is not None and event.status_code < self.status_min:
+                return False
+            if self.status_max is not None and event.status_code > self.status_max:
+                return False
+        if self.exception_class and self.exception_class != event.exception_class:
+            return False
+        return not (self.body_regex and not self.body_regex.search(event.body or ""))
+
+
+def _rule(
+    position: int,
+    name: str,
+    source: str,
+    error_type: str,
+    *,
+    status: tuple[int, int] | None = None,
+    exception_class: str = "",
+    body_pattern: str = "",
+) -> dict[str, Any]:
+    return {
+        "position": position,
+        "name": name,
+        "source": source,
+        "status_min": status[0] if status else None,
+        "status_max": status[1] if status else None,
+        "exception_class": exception_class,
+        "body_pattern": body_pattern,
+        "error_type": error_type,
+    }
+
+
+E, H, M, F, R = (
+    ErrorRule.Source.EXECUTOR,
+    ErrorRule.Source.HTTP,
+    ErrorRule.Source.MODEL_OUTPUT,
+    ErrorRule.Source.FINAL_ANSWER,
+    ErrorRule.Source.RUNTIME,
+)
+T = ErrorType
+
+DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
+    _rule(10, "Tool not on the agent's whitelist", E, T.TOOL_NOT_ALLOWED,
+          exception_class="TOOL_NOT_ALLOWED"),
+    _rule(20, "Tool suspended by the timeout breaker", E, T.TOOL_SUSPENDED,
+          exception_class="TOOL_SUSPENDED"),
+    _rule(30, "Endpoint not on the allow-list", E, T.INVALID_ENDPOINT,
+          exception_class="INVALID_ENDPOINT"),
+    _rule(31, "SSRF guard blocked the address", E, T.INVALID_ENDPOINT,
+          exception_class="SSRF_BLOCKED"),
+    _rule(40, "Schema: required field missing", E, T.MISSING_REQUIRED_FIELD,
+          exception_class="SCHEMA_VIOLATION", body_pattern=r"\bvalidator=required\b"),
+    _rule(41, "Schema: wrong JSON type", E, T.TYPE_MISMATCH,
+          exception_class="SCHEMA_VIOLATION", body_pattern=r"\bvalidator=type\b"),
+    _rule(42, "Schema: any other violation", E, T.INVALID_PARAMETER,
+          exception_class="SCHEMA_VIOLATION"),
+    _rule(50, "Tool call timed out", E, T.TIMEOUT, exception_class="TIMEOUT"),
+    _rule(51, "Connection failed", E, T.CONNECTION_ERROR, exception_class="CONNECTION_ERROR"),
+    _rule(52, "Response over the size cap", E, T.RESPONSE_TOO_LARGE,
+          exception_class="RESPONSE_TOO_LARGE"),
+    _rule(53, "In-process tool raised", E, T.INTERNAL_SERVER_ERROR,
+          exception_class="TOOL_ERROR"),
+    _rule(60, "4xx naming a type mismatch", H, T.TYPE_MISMATCH, status=(400, 422),
+          body_pattern=r"type_mismatch|expected_type|must be an? (integer|number|boolean)"),
+    _rule(61, "4xx naming a missing field", H, T.MISSING_REQUIRED_FIELD, status=(400, 422),
+          body_pattern=r"missing_required_field|is required|required field"),
+    _rule(62, "401 / 403", H, T.UNAUTHORIZED, status=(401, 403)),
+    _rule(63, "404", H, T.RESOURCE_NOT_FOUND, status=(404, 404)),
+    _rule(64, "408 / 504 gateway timeout", H, T.TIMEOUT, status=(408, 408)),
+    _rule(65, "504", H, T.TIMEOUT, status=(504, 504)),
+    _rule(66, "429", H, T.RATE_LIMITED, status=(429, 429)),
+    _rule(67, "Any other 5xx", H, T.INTERNAL_SERVER_ERROR, status=(500, 599)),
+    _rule(68, "Any other 4xx", H, T.INVALID_PARAMETER, status=(400, 499)),
+    _rule(70, "Unparseable model output", M, T.MODEL_FORMAT_ERROR),
+    _rule(80, "Final answer without supporting tool result", F, T.HALLUCINATED_ANSWER,
+          exception_class="UNSUPPORTED_ANSWER"),
+    _rule(90, "Repeated identical action", R, T.LOOP_DETECTED, exception_class="LOOP_DETECTED"),
+    _rule(91, "Iteration cap", R, T.MAX_STEPS, exception_class="MAX_STEPS"),
+    _rule(92, "LLM unavailable", R, T.LLM_ERROR, exception_class="LLM_ERROR"),
+    _rule(93, "Run time limit", R, T.RUN_TIME_LIMIT, exception_class="RUN_TIME_LIMIT"),
+]  # fmt: skip
+
+
+def compile_rules(rows: list[dict[str, Any]]) -> list[CompiledRule]:
+    compiled = [
+        CompiledRule(
+            position=row["position"],
+            name=row["name"],
+            source=row["source"],
+            status_min=row.get("status_min"),
+            status_max=row.get("status_max"),
+            exception_class=row.get("exception_class") or "",
+            body_regex=re.compile(row["body_pattern"], re.IGNORECASE)
+            if row.get("body_pattern")
+            else None,
+            error_type=row["error_type"],
+        )
+        for row in rows
+    ]
+    return sorted(compiled, key=lambda rule: rule.position)
+
+
+def classify_error(event: ErrorEvent, rules: list[CompiledRule]) -> str:
+    """Return the error_type of the first matching rule, or UNKNOWN."""
+    for rule in rules:
+        if rule.matches(event):
+            return rule.error_type
+    return ErrorType.UNKNOWN.value
+
+
+def error_rules_load() -> list[CompiledRule]:
+    """Read the enabled rules from the table (one query; the runtime loads once per run)."""
+    rows = ErrorRule.objects.filter(enabled=True).values(
+        "position",
+        "name",
+        "source",
+        "status_min",
+        "status_max",
+        "exception_class",
+        "body_pattern",
+        "error_type",
+    )
+    return compile_rules(list(rows))
+
+
+async def error_rules_aload() -> list[CompiledRule]:
+    rows = [
+        row
+        async for row in ErrorRule.objects.filter(enabled=True).values(
+            "position",
+            "name",
+            "source",
+            "status_min",
+            "status_max",
+            "exception_class",
+            "body_pattern",
+            "error_type",
+        )
+    ]
+    return compile_rules(rows)
+
+
+def errorrules_seed_defaults() -> int:
+    """Insert the default rules when the table is empty; return how many were added."""
+    if ErrorRule.objects.exists():
+        return 0
+    ErrorRule.objects.bulk_create([ErrorRule(**row) for row in DEFAULT_ERROR_RULES])
+    return len(DEFAULT_ERROR_RULES)

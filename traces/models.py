@@ -1,0 +1,196 @@
+"""Traces (one per agent run), their Steps, and the failure-classifier rule table."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class ErrorType(models.TextChoices):
+    """The failure taxonomy every classified Step error belongs to."""
+
+    RESOURCE_NOT_FOUND = "RESOURCE_NOT_FOUND"
+    INVALID_PARAMETER = "INVALID_PARAMETER"
+    MISSING_REQUIRED_FIELD = "MISSING_REQUIRED_FIELD"
+    TYPE_MISMATCH = "TYPE_MISMATCH"
+    UNAUTHORIZED = "UNAUTHORIZED"
+    RATE_LIMITED = "RATE_LIMITED"
+    INTERNAL_SERVER_ERROR = "INTERNAL_SERVER_ERROR"
+    TIMEOUT = "TIMEOUT"
+    MODEL_FORMAT_ERROR = "MODEL_FORMAT_ERROR"
+    TOOL_NOT_ALLOWED = "TOOL_NOT_ALLOWED"
+    INVALID_ENDPOINT = "INVALID_ENDPOINT"
+    HALLUCINATED_ANSWER = "HALLUCINATED_ANSWER"
+    LOOP_DETECTED = "LOOP_DETECTED"
+    MAX_STEPS = "MAX_STEPS"
+    TOOL_SUSPENDED = "TOOL_SUSPENDED"
+    RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
+    CONNECTION_ERROR = "CONNECTION_ERROR"
+    LLM_ERROR = "LLM_ERROR"
+    RUN_TIME_LIMIT = "RUN_TIME_LIMIT"
+    UNKNOWN = "UNKNOWN"
+
+
+class Trace(models.Model):
+    """One agent run: the query, where it ran, how it ended, and its totals."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+        FALLBACK = "fallback"
+        FAILED = "failed"
+
+    TERMINAL_STATUSES = (Status.FINISHED, Status.FALLBACK, Status.FAILED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    query = models.TextField()
+    query_hash = models.CharField(max_length=32, db_index=True)
+    session_id = models.CharField(max_length=64, blank=True, db_index=True)
+    customer_id = models.CharField(max_length=64, blank=True, db_index=True)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="traces")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="traces",
+    )
+    source = models.CharField(max_length=20, default="api")  # api | cli | chat | bench
+    llm_backend = models.CharField(max_length=20)
+    llm_model = models.CharField(max_length=100, blank=True)
+    policy_version = models.CharField(max_length=40, blank=True)
+    policy_bucket = models.PositiveSmallIntegerField(null=True, blank=True)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
+    error_type = models.CharField(max_length=40, choices=ErrorType.choices, blank=True)
+    final_answer = models.TextField(blank=True)
+    total_steps = models.PositiveIntegerField(default=0)
+    total_latency_ms = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    total_cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "created_at"], name="trace_status_time")]
+
+    def __str__(self) -> str:
+        return f"{self.id} [{self.status}] {self.query[:60]}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("traces:detail", args=[self.id])
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL_STATUSES
+
+
+class Step(models.Model):
+    """One phase of one round, written when it happens, before the next phase starts."""
+
+    class Phase(models.TextChoices):
+        REASONING = "reasoning"
+        ACTION = "action"
+        REFLECTION = "reflection"
+        FINAL = "final"
+        FALLBACK = "fallback"
+        STOPPED = "stopped"
+
+    class ActionType(models.TextChoices):
+        TOOL = "tool"
+        FINAL_ANSWER = "final_answer"
+        NONE = "none"
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="steps")
+    step_number = models.PositiveIntegerField()
+    round_number = models.PositiveSmallIntegerField(default=0)
+    phase = models.CharField(max_length=12, choices=Phase.choices)
+    thought = models.TextField(blank=True)
+    action_type = models.CharField(
+        max_length=12, choices=ActionType.choices, default=ActionType.NONE
+    )
+    tool_name = models.CharField(max_length=64, blank=True)
+    action_input = models.JSONField(default=dict, blank=True)
+    endpoint = models.CharField(max_length=500, blank=True)
+    request_payload = models.JSONField(default=dict, blank=True)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    ok = models.BooleanField(default=True)
+    error_type = models.CharField(max_length=40, choices=ErrorType.choices, blank=True)
+    error_detail = models.TextField(blank=True)
+    response_size = models.PositiveIntegerField(default=0)
+    response_summary = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    llm_backend = models.CharField(max_length=20, blank=True)
+    parse_mode = models.CharField(max_length=10, blank=True)  # strict | lenient
+    adapters_fired = models.JSONField(default=list, blank=True)
+    strategies_applied = models.JSONField(default=list, blank=True)
+    strategy_version = models.CharField(max_length=40, blank=True)
+    idempotency_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    details = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trace", "step_number"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "step_number"], name="step_unique_number")
+        ]
+        indexes = [
+            models.Index(fields=["error_type", "created_at"], name="step_error_time"),
+            models.Index(fields=["tool_name", "created_at"], name="step_tool_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}#{self.step_number} {self.phase}"
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ErrorRule(models.Model):
+    """One row of the ordered failure-classifier table; the first matching rule wins.
+
+    Every non-empty condition must hold. ``source`` says what the event is: an HTTP tool
+    response, an executor/exception code, an unparseable model output, a final answer,
+    or a runtime breaker.
+    """
+
+    class Source(models.TextChoices):
+        HTTP = "http", "Tool HTTP response"
+        EXECUTOR = "executor", "Executor / exception code"
+        MODEL_OUTPUT = "model_output", "Model output (parse)"
+        FINAL_ANSWER = "final_answer", "Final answer check"
+        RUNTIME = "runtime", "Runtime breaker"
+
+    position = models.PositiveIntegerField(db_index=True, help_text="Lower runs first.")
+    name = models.CharField(max_length=100)
+    source = models.CharField(max_length=20, choices=Source.choices)
+    status_min = models.PositiveSmallIntegerField(null=True, blank=True)
+    status_max = models.PositiveSmallIntegerField(null=True, blank=True)
+    exception_class = models.CharField(
+        max_length=100, blank=True, help_text="Executor code or exception class name."
+    )
+    body_pattern = models.CharField(
+        max_length=300, blank=True, help_text="Case-insensitive regex searched in the body."
+    )
+    error_type = models.CharField(max_length=40, choices=ErrorType.choices)
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.position}. {self.name} -> {self.error_type}"

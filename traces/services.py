@@ -1,0 +1,134 @@
+"""Writes to the trace store: create, start, finish, abort, sweep."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from traces.models import Step, Trace
+
+logger = logging.getLogger(__name__)
+
+
+def query_hash(query: str) -> str:
+    """MD5 of the normalised query, to cluster similar requests (not for security)."""
+    normalised = " ".join(query.lower().split())
+    return hashlib.md5(normalised.encode(), usedforsecurity=False).hexdigest()
+
+
+def trace_create(
+    *,
+    agent_id: int,
+    query: str,
+    llm_backend: str,
+    llm_model: str = "",
+    customer_id: str = "",
+    session_id: str = "",
+    created_by_id: int | None = None,
+    source: str = "api",
+) -> Trace:
+    return Trace.objects.create(
+        agent_id=agent_id,
+        query=query,
+        query_hash=query_hash(query),
+        llm_backend=llm_backend,
+        llm_model=llm_model,
+        customer_id=customer_id,
+        session_id=session_id,
+        created_by_id=created_by_id,
+        source=source,
+    )
+
+
+def trace_mark_running(*, trace_id: str) -> bool:
+    """queued/running -> running, counting the attempt. False when already terminal."""
+    with transaction.atomic():
+        trace = Trace.objects.select_for_update().get(pk=trace_id)
+        if trace.is_terminal:
+            return False
+        trace.status = Trace.Status.RUNNING
+        trace.attempts += 1
+        trace.started_at = trace.started_at or timezone.now()
+        trace.save(update_fields=["status", "attempts", "started_at"])
+    return True
+
+
+def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: str = "") -> Trace:
+    """Set the terminal status and the totals computed from the trace's steps."""
+    with transaction.atomic():
+        trace = Trace.objects.select_for_update().get(pk=trace_id)
+        if trace.is_terminal:
+            return trace
+        totals = Step.objects.filter(trace_id=trace_id).aggregate(
+            steps=Count("id"),
+            latency=Sum("latency_ms"),
+            prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"),
+            cost=Sum("cost_usd"),
+            failed=Count("id", filter=Q(ok=False)),
+        )
+        trace.status = status
+        trace.final_answer = final_answer
+        trace.error_type = error_type
+        trace.total_steps = totals["steps"] or 0
+        trace.total_latency_ms = totals["latency"] or 0
+        trace.total_tokens = (totals["prompt"] or 0) + (totals["completion"] or 0)
+        trace.total_cost_usd = totals["cost"] or Decimal(0)
+        trace.finished_at = timezone.now()
+        trace.save(
+            update_fields=[
+                "status",
+                "final_answer",
+                "error_type",
+                "total_steps",
+                "total_latency_ms",
+                "total_tokens",
+                "total_cost_usd",
+                "finished_at",
+            ]
+        )
+    logger.info(
+        "trace.finished",
+        extra={"trace_id": str(trace_id), "status": status, "error_type": error_type},
+    )
+    return trace
+
+
+def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
+    """End a run that cannot go on (time limit, crash) with a final STOPPED step."""
+    with transaction.atomic():
+        trace = Trace.objects.select_for_update().get(pk=trace_id)
+        if trace.is_terminal:
+            return trace
+        last = trace.steps.order_by("-step_number").values_list("step_number", flat=True).first()
+        Step.objects.create(
+            trace=trace,
+            step_number=(last or 0) + 1,
+            phase=Step.Phase.STOPPED,
+            ok=False,
+            error_type=error_type,
+            error_detail=detail[:2000],
+            started_at=timezone.now(),
+        )
+    return trace_finish(trace_id=trace_id, status=Trace.Status.FAILED, final_answer="",
+                        error_type=error_type)  # fmt: skip
+
+
+def traces_stuck(*, older_than: timedelta) -> list[str]:
+    """Queued or running traces not touched for ``older_than``: candidates to re-enqueue."""
+    cutoff = timezone.now() - older_than
+    return [
+        str(pk)
+        for pk in Trace.objects.filter(
+            status__in=[Trace.Status.QUEUED, Trace.Status.RUNNING], created_at__lt=cutoff
+        )
+        .exclude(steps__created_at__gte=cutoff)
+        .values_list("pk", flat=True)
+        .distinct()[:500]
+    ]

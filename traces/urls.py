@@ -1,0 +1,10 @@
+from django.urls import path
+
+from traces import views
+
+app_name = "traces"
+urlpatterns = [
+    path("", views.trace_list, name="list"),
+    path("<uuid:trace_id>/", views.trace_detail, name="detail"),
+    path("<uuid:trace_id>/run/", views.trace_steps_partial, name="run-partial"),
+]

@@ -1,0 +1,49 @@
+"""Staff pages of the trace store: trace explorer and live step partials."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from traces.models import ErrorType, Trace
+from traces.selectors import traces_visible_to
+
+
+@login_required
+def trace_list(request: HttpRequest) -> HttpResponse:
+    qs = traces_visible_to(user=request.user)
+    status = request.GET.get("status", "")
+    error_type = request.GET.get("error_type", "")
+    if status in Trace.Status.values:
+        qs = qs.filter(status=status)
+    if error_type in ErrorType.values:
+        qs = qs.filter(error_type=error_type)
+    page = Paginator(qs.order_by("-created_at"), 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "traces/trace_list.html",
+        {
+            "page": page,
+            "status": status,
+            "error_type": error_type,
+            "statuses": Trace.Status.values,
+            "error_types": ErrorType.values,
+        },
+    )
+
+
+@login_required
+def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
+    trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
+    return render(
+        request, "traces/trace_detail.html", {"trace": trace, "steps": trace.steps.all()}
+    )
+
+
+@login_required
+def trace_steps_partial(request: HttpRequest, trace_id: str) -> HttpResponse:
+    """The steps block of one run; htmx polls it until the run is terminal."""
+    trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
+    return render(request, "traces/_run.html", {"run": trace, "steps": trace.steps.all()})
