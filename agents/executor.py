@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from agents.adapters import adapt_arguments
+from agents.adapters import ADAPTERS, adapt_arguments
 from agents.endpoints import EndpointTemplateError, endpoint_allowed, endpoint_render, sandbox_host
 from agents.registry import registered_python_tool
 from agents.ssrf import (
@@ -138,8 +138,10 @@ class ToolExecutor:
             return ValidationFailure(
                 ExecutorCode.SCHEMA_VIOLATION, "validator=type path=(root): expected an object"
             )
+        # Unknown names (a typo in admin) are ignored rather than failing every call.
+        enabled = [name for name in tool.adapters if name in ADAPTERS]
         adapted, firings, issues = adapt_arguments(
-            schema=tool.params_schema, arguments=arguments, enabled=tool.adapters or None
+            schema=tool.params_schema, arguments=arguments, enabled=enabled
         )
         fired = [
             {"adapter": f.adapter, "path": f.path, "before": f.before, "after": f.after}

@@ -88,6 +88,13 @@ class Tool(models.Model):
                 )
         if not isinstance(self.params_schema, dict) or self.params_schema.get("type") != "object":
             raise ValidationError({"params_schema": 'Must be a JSON Schema with "type": "object".'})
+        from agents.adapters import ADAPTERS
+
+        unknown = [name for name in self.adapters or [] if name not in ADAPTERS]
+        if unknown:
+            raise ValidationError(
+                {"adapters": f"Unknown adapters {unknown}; known: {sorted(ADAPTERS)}."}
+            )
         if self.timeout_seconds <= 0 or self.timeout_seconds > 60:
             raise ValidationError({"timeout_seconds": "Between 0 and 60 seconds."})
 

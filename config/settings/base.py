@@ -87,11 +87,11 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Serve straight from the app and static/ dirs; production collects into STATIC_ROOT.
 WHITENOISE_USE_FINDERS = True
 
 # --- Redis, Celery, Channels -------------------------------------------------

@@ -1,7 +1,7 @@
 """Production shape: PostgreSQL, Redis broker and channel layer; secrets have no default."""
 
 from .base import *  # noqa: F403
-from .base import env
+from .base import BASE_DIR, env
 
 DEBUG = False
 SECRET_KEY = env("DJANGO_SECRET_KEY")
@@ -18,6 +18,8 @@ CHANNEL_LAYERS = {
 }
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
+STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=str(BASE_DIR / "var" / "staticfiles"))
+WHITENOISE_USE_FINDERS = False
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

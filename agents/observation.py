@@ -1,0 +1,272 @@
+"""Observation pipeline: turn a tool response into the short text a model is shown.
+
+Raw API responses waste the context window on links, nulls, debug blobs and repeated
+items, and a long one can push the instructions out of the prompt. The pipeline keeps the
+informative part: key fields (or everything minus noise), deduplicated and capped lists,
+compact JSON, and finally a head-and-tail cut that never exceeds ``max_chars``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAX_DEPTH = 3
+MAX_STRING_CHARS = 500
+NOISY_KEYS = frozenset({"_links", "links", "metadata", "debug", "trace"})
+NOISY_KEY_SUFFIXES = ("_base64", "_html")
+TRUNCATION_MARKER = "…[truncated {count} chars]…"
+# The head carries the top-level fields a reader looks at first; the tail shows how it ends.
+HEAD_SHARE = 2 / 3
+WHITESPACE_RUN = re.compile(r"[^\S\n]+")
+CHARSET_PARAMETER = re.compile(r"charset=[\"']?([\w.:-]+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ReducedObservation:
+    """What the model sees of one tool response, with what the reduction did to it.
+
+    ``truncated`` is true when the final head-and-tail cut removed characters;
+    ``deduped_items`` counts list items and text lines dropped as duplicates; ``data`` is
+    the reduced JSON value, or None when the body was not JSON.
+    """
+
+    text: str
+    original_chars: int
+    truncated: bool
+    deduped_items: int
+    data: Any | None = None
+
+
+def observation_reduce(
+    *,
+    body: str | bytes,
+    content_type: str = "application/json",
+    key_fields: Sequence[str] = (),
+    max_chars: int = 2000,
+    max_list_items: int = 10,
+) -> ReducedObservation:
+    """Reduce a tool response body to at most ``max_chars`` characters of useful text.
+
+    JSON bodies are reduced to ``key_fields`` (dotted paths such as ``shipping.carrier``)
+    or, without key fields or when none of them is present, stripped of empty values and
+    noisy keys; lists are deduplicated and capped at ``max_list_items``. Other text has
+    its whitespace collapsed and repeated lines dropped. Pure and deterministic.
+    """
+    text = _decode(body, content_type=content_type)
+    original_chars = len(text)
+    parsed, is_json = _parse_json(text, content_type=content_type)
+
+    if is_json:
+        reduced = _project_key_fields(parsed, key_fields) if key_fields else _MISSING
+        if reduced is _MISSING:
+            reduced = _drop_noise(parsed, depth=1)
+        dedupe = _ListDeduper(max_list_items=max_list_items)
+        data = dedupe.apply(reduced)
+        compact = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        deduped_items = dedupe.removed
+    else:
+        data = None
+        compact, deduped_items = _reduce_text(text)
+
+    final_text, truncated = _truncate_middle(compact, max_chars=max_chars)
+    return ReducedObservation(
+        text=final_text,
+        original_chars=original_chars,
+        truncated=truncated,
+        deduped_items=deduped_items,
+        data=data,
+    )
+
+
+# --- decoding and parsing ----------------------------------------------------------------
+
+
+def _decode(body: str | bytes, *, content_type: str) -> str:
+    if isinstance(body, str):
+        return body
+    match = CHARSET_PARAMETER.search(content_type)
+    encoding = match.group(1) if match else "utf-8"
+    try:
+        return body.decode(encoding, errors="replace")
+    except LookupError:
+        return body.decode("utf-8", errors="replace")
+
+
+def _parse_json(text: str, *, content_type: str) -> tuple[Any, bool]:
+    stripped = text.strip()
+    # A text/plain body of "42" is prose that happens to parse; only treat it as JSON when
+    # the server says so or it is plainly a JSON document.
+    looks_like_json = "json" in content_type.lower() or stripped[:1] in ("{", "[")
+    if not looks_like_json or not stripped:
+        return None, False
+    try:
+        return json.loads(stripped), True
+    except ValueError:
+        return None, False
+
+
+# --- JSON reduction ----------------------------------------------------------------------
+
+_MISSING: Any = object()
+
+
+def _project_key_fields(value: Any, key_fields: Sequence[str]) -> Any:
+    """Keep only the dotted ``key_fields``; ``_MISSING`` when none of them is present.
+
+    A list along the way (the response itself or a field such as ``items``) is projected
+    item by item, so ``items.sku`` keeps the sku of every item.
+    """
+    paths = [tuple(field.split(".")) for field in key_fields if field]
+    projected = _project(value, paths)
+    if projected is _MISSING or projected in ({}, []):
+        return _MISSING
+    return projected
+
+
+def _project(value: Any, paths: list[tuple[str, ...]]) -> Any:
+    if any(not path for path in paths):
+        return _shorten_strings(value)
+    if isinstance(value, list):
+        items = [_project(item, paths) for item in value]
+        kept = [item for item in items if item is not _MISSING]
+        return kept if kept else _MISSING
+    if not isinstance(value, dict):
+        return _MISSING
+    result: dict[str, Any] = {}
+    # Output follows the order of the key fields, so the caller decides what comes first.
+    for key in dict.fromkeys(path[0] for path in paths):
+        if key not in value:
+            continue
+        child = _project(value[key], [path[1:] for path in paths if path[0] == key])
+        if child is not _MISSING:
+            result[key] = child
+    return result if result else _MISSING
+
+
+def _shorten_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return _shorten(value)
+    if isinstance(value, list):
+        return [_shorten_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _shorten_strings(child) for key, child in value.items()}
+    return value
+
+
+def _drop_noise(value: Any, *, depth: int) -> Any:
+    """Drop empty values and noisy keys, shorten long strings, and cap nesting depth."""
+    if isinstance(value, str):
+        return _shorten(value)
+    if isinstance(value, dict):
+        if depth > MAX_DEPTH:
+            return f"{{…{_count(len(value), 'key')}}}"
+        cleaned: dict[str, Any] = {}
+        for key, child in value.items():
+            if _is_noisy_key(key):
+                continue
+            reduced = _drop_noise(child, depth=depth + 1)
+            if not _is_empty(reduced):
+                cleaned[key] = reduced
+        return cleaned
+    if isinstance(value, list):
+        if depth > MAX_DEPTH:
+            return f"[…{_count(len(value), 'item')}]"
+        # Items keep their positions (an empty item is still an item), only inner noise goes.
+        return [_drop_noise(item, depth=depth + 1) for item in value]
+    return value
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _is_noisy_key(key: str) -> bool:
+    lowered = key.lower()
+    return lowered in NOISY_KEYS or lowered.endswith(NOISY_KEY_SUFFIXES)
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | dict) and len(value) == 0)
+
+
+def _shorten(text: str) -> str:
+    if len(text) <= MAX_STRING_CHARS:
+        return text
+    return text[: MAX_STRING_CHARS - 1] + "…"
+
+
+class _ListDeduper:
+    """Drops repeated list items (counting them) and caps list length, at every level."""
+
+    def __init__(self, *, max_list_items: int) -> None:
+        self.max_list_items = max_list_items
+        self.removed = 0
+
+    def apply(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: self.apply(child) for key, child in value.items()}
+        if not isinstance(value, list):
+            return value
+        seen: set[str] = set()
+        unique: list[Any] = []
+        for item in value:
+            reduced = self.apply(item)
+            fingerprint = json.dumps(reduced, sort_keys=True, ensure_ascii=False)
+            if fingerprint in seen:
+                self.removed += 1
+                continue
+            seen.add(fingerprint)
+            unique.append(reduced)
+        if len(unique) > self.max_list_items:
+            hidden = len(unique) - self.max_list_items
+            unique = [*unique[: self.max_list_items], f"…(+{hidden} more)"]
+        return unique
+
+
+# --- text reduction ----------------------------------------------------------------------
+
+
+def _reduce_text(text: str) -> tuple[str, int]:
+    """Collapse whitespace, drop blank lines, and keep only the first of identical lines."""
+    seen: set[str] = set()
+    lines: list[str] = []
+    removed = 0
+    for raw_line in text.splitlines():
+        line = WHITESPACE_RUN.sub(" ", raw_line).strip()
+        if not line:
+            continue
+        if line in seen:
+            removed += 1
+            continue
+        seen.add(line)
+        lines.append(line)
+    return "\n".join(lines), removed
+
+
+# --- final cut ---------------------------------------------------------------------------
+
+
+def _truncate_middle(text: str, *, max_chars: int) -> tuple[str, bool]:
+    """Cut the middle out of ``text`` so the result, marker included, fits ``max_chars``."""
+    if len(text) <= max_chars:
+        return text, False
+    # The marker names the number of removed characters, which depends on the marker's own
+    # length; take the first digit count whose result fits.
+    for digits in range(1, len(str(len(text))) + 1):
+        marker_length = len(TRUNCATION_MARKER.format(count="9" * digits))
+        kept = max_chars - marker_length
+        if kept < 0:
+            break
+        removed = len(text) - kept
+        if len(str(removed)) <= digits:
+            head_length = round(kept * HEAD_SHARE)
+            tail_length = kept - head_length
+            tail = text[len(text) - tail_length :] if tail_length else ""
+            marker = TRUNCATION_MARKER.format(count=removed)
+            return text[:head_length] + marker + tail, True
+    # max_chars is smaller than the marker itself: a plain cut is all that fits.
+    return text[:max_chars], True

@@ -1,0 +1,116 @@
+"""REST API: start runs, read traces and steps, scoped per user; OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+from rest_framework.test import APIClient
+
+from traces.models import Step, Trace
+from traces.services import trace_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(staff_user: Any) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(staff_user)
+    return client
+
+
+def test_post_run_stores_queued_trace_and_enqueues_after_commit(
+    api: APIClient, support_agent: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = api.post(
+            "/api/runs/", {"query": "Where is my order #W1000001?", "customer_id": "U00000001"}
+        )
+    assert response.status_code == 202, response.content
+    trace = Trace.objects.get(pk=response.json()["id"])
+    assert trace.status == "queued"
+    assert trace.customer_id == "U00000001"
+    assert trace.query_hash and len(trace.query_hash) == 32
+    assert len(callbacks) == 1  # the enqueue waits for the commit
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({}, "query"),
+        ({"query": "   "}, "query"),
+        ({"query": "x" * 4001}, "query"),
+        ({"query": "hi", "agent": "nope"}, "agent"),
+        ({"query": "hi", "customer_id": "U1; DROP TABLE"}, "customer_id"),
+    ],
+)
+def test_bad_run_input_gets_a_clear_400_and_stores_nothing(
+    api: APIClient, support_agent: Any, payload: dict, field: str
+) -> None:
+    response = api.post("/api/runs/", payload, format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+    assert Trace.objects.count() == 0
+
+
+def test_anonymous_cannot_start_runs(support_agent: Any) -> None:
+    assert APIClient().post("/api/runs/", {"query": "hi"}).status_code == 403
+
+
+def test_support_agent_sees_only_own_traces_ops_sees_all(
+    support_agent: Any, django_user_model: Any
+) -> None:
+    alice = django_user_model.objects.create_user("alice", password="x" * 10)
+    bob = django_user_model.objects.create_user("bob", password="x" * 10)
+    ops = django_user_model.objects.create_user("olga", password="x" * 10)
+    ops.groups.add(Group.objects.get_or_create(name="ops")[0])
+    mine = trace_create(agent_id=support_agent.pk, query="a", llm_backend="simulated",
+                        created_by_id=alice.pk)  # fmt: skip
+    trace_create(agent_id=support_agent.pk, query="b", llm_backend="simulated",
+                 created_by_id=bob.pk)  # fmt: skip
+    client = APIClient()
+    client.force_authenticate(alice)
+    ids = [t["id"] for t in client.get("/api/traces/").json()["results"]]
+    assert ids == [str(mine.pk)]
+    client.force_authenticate(ops)
+    assert client.get("/api/traces/").json()["count"] == 2
+    client.force_authenticate(bob)
+    assert client.get(f"/api/traces/{mine.pk}/").status_code == 404
+
+
+def test_trace_detail_and_steps_after_cursor(
+    api: APIClient, staff_user: Any, support_agent: Any
+) -> None:
+    from django.utils import timezone
+
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated",
+                         created_by_id=staff_user.pk)  # fmt: skip
+    Step.objects.bulk_create(
+        [Step(trace=trace, step_number=n, phase="reasoning", started_at=timezone.now())
+         for n in (1, 2, 3)]
+    )  # fmt: skip
+    detail = api.get(f"/api/traces/{trace.pk}/").json()
+    assert [s["step_number"] for s in detail["steps"]] == [1, 2, 3]
+    after = api.get(f"/api/traces/{trace.pk}/steps/?after=1").json()
+    assert [s["step_number"] for s in after] == [2, 3]
+
+
+def test_trace_list_query_count_does_not_grow_with_rows(
+    api: APIClient, staff_user: Any, support_agent: Any, django_assert_max_num_queries: Any
+) -> None:
+    for i in range(20):
+        trace_create(agent_id=support_agent.pk, query=f"q{i}", llm_backend="simulated",
+                     created_by_id=staff_user.pk)  # fmt: skip
+    with django_assert_max_num_queries(4):
+        assert api.get("/api/traces/").status_code == 200
+
+
+def test_openapi_schema_lists_runs_traces_and_steps(api: APIClient) -> None:
+    response = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    assert "/api/runs/" in paths
+    assert "/api/traces/{id}/" in paths
+    assert "/api/steps/" in paths

@@ -1,0 +1,39 @@
+"""`manage.py ask` prints every step as it happens and a grounded final answer."""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from sandbox.models import Order
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_ask_prints_steps_and_grounded_answer(
+    live_sandbox: str, small_shop: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    settings.LLM_SIM_ERROR_RATES = {}
+    order = Order.objects.first()
+    assert order is not None
+    out = StringIO()
+    call_command("ask", f"Where is my order {order.order_id}?", stdout=out)
+    text = out.getvalue()
+    assert "SIMULATED" in text
+    assert "reasoning" in text and "action" in text and "reflection" in text
+    assert "get_order -> 200" in text
+    assert "status: finished" in text
+    assert f"answer: " in text and order.order_id in text.split("answer:")[1]
+
+
+def test_ask_explains_a_missing_setup(db: None) -> None:
+    with pytest.raises(CommandError, match="demo_seed"):
+        call_command("ask", "Where is my order #W1234567?")
+
+
+def test_ask_refuses_an_empty_question(support_agent: Any) -> None:
+    with pytest.raises(CommandError, match="empty"):
+        call_command("ask", "   ")

@@ -1,0 +1,118 @@
+"""The executor against the sandbox over real HTTP (live server), and its guards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from asgiref.sync import async_to_sync
+
+from agents.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall, redact
+from sandbox.models import Order
+from sandbox.services import faultrule_set
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def snapshot(**overrides: Any) -> ToolSnapshot:
+    values: dict[str, Any] = {
+        "name": "get_order",
+        "description": "order",
+        "kind": "http",
+        "params_schema": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        "endpoint_template": "{sandbox}/orders/{order_id}",
+        "method": "GET",
+        "timeout_seconds": 3.0,
+    }
+    values.update(overrides)
+    return ToolSnapshot(**values)
+
+
+def execute(tool: ToolSnapshot, arguments: dict[str, Any], **executor_kwargs: Any) -> Any:
+    async def go() -> Any:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            executor = ToolExecutor(
+                tools={tool.name: tool},
+                http_client=client,
+                max_response_bytes=executor_kwargs.get("max_bytes", 256 * 1024),
+                max_redirects=3,
+            )
+            return await executor.execute(
+                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[])
+            )
+
+    return async_to_sync(go)()
+
+
+def test_sandbox_host_is_reached_although_it_is_loopback(live_sandbox: str, small_shop: Any) -> None:
+    order = Order.objects.first()
+    assert order is not None
+    result = execute(snapshot(), {"order_id": order.order_id})
+    assert result.code == ExecutorCode.OK
+    assert result.status_code == 200
+    assert "%23W" in result.endpoint  # the '#' is quoted, never a URL fragment
+    assert order.order_id in result.body
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["http://evil.example.com/orders/{order_id}", "file:///etc/passwd#{order_id}"],
+)
+def test_endpoint_off_the_allow_list_is_refused(live_sandbox: str, template: str) -> None:
+    result = execute(snapshot(endpoint_template=template), {"order_id": "#W1"})
+    assert result.code == ExecutorCode.INVALID_ENDPOINT
+    assert result.status_code is None
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "http://169.254.169.254/latest",
+        "http://10.0.0.8/api",
+        "http://2130706433/api",
+        "http://[::1]:8080/api",
+        "http://0x7f000001/api",
+    ],
+)
+def test_allow_listed_but_private_address_is_blocked_by_the_ssrf_guard(
+    live_sandbox: str, settings: Any, base: str
+) -> None:
+    settings.TOOL_ENDPOINT_ALLOWLIST = [base + "/"]
+    result = execute(snapshot(endpoint_template=base + "/orders/{order_id}"), {"order_id": "x"})
+    assert result.code == ExecutorCode.SSRF_BLOCKED
+
+
+def test_path_traversal_argument_is_refused(live_sandbox: str) -> None:
+    result = execute(snapshot(), {"order_id": ".."})
+    assert result.code == ExecutorCode.INVALID_ENDPOINT
+
+
+def test_timeout_fault_becomes_timeout(live_sandbox: str, small_shop: Any) -> None:
+    faultrule_set(endpoint="orders", rate_timeout=1.0, timeout_seconds=2.0)
+    result = execute(snapshot(timeout_seconds=0.2), {"order_id": "#W1000000"})
+    assert result.code == ExecutorCode.TIMEOUT
+    assert result.latency_ms < 2000
+
+
+def test_response_over_the_cap_is_refused(live_sandbox: str, small_shop: Any) -> None:
+    order = Order.objects.first()
+    assert order is not None
+    result = execute(snapshot(), {"order_id": order.order_id}, max_bytes=50)
+    assert result.code == ExecutorCode.RESPONSE_TOO_LARGE
+
+
+def test_http_error_keeps_status_and_body(live_sandbox: str, small_shop: Any) -> None:
+    result = execute(snapshot(), {"order_id": "#W0000001"})
+    assert result.code == ExecutorCode.HTTP_ERROR
+    assert result.status_code == 404
+    assert "not_found" in result.body
+
+
+def test_secrets_are_redacted_from_recorded_payloads() -> None:
+    payload = {"order_id": "#W1", "api_key": "sk-123", "auth": {"password": "p", "user": "u"}}
+    assert redact(payload) == {
+        "order_id": "#W1",
+        "api_key": "***",
+        "auth": {"password": "***", "user": "u"},
+    }

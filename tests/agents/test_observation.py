@@ -1,0 +1,236 @@
+"""Tests of the observation pipeline that shortens tool responses for the model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.observation import ReducedObservation, observation_reduce
+
+
+def test_short_compact_json_passes_through_unchanged() -> None:
+    body = '{"order_id":"#W1234567","status":"shipped","total":42.5}'
+
+    result = observation_reduce(body=body)
+
+    assert result == ReducedObservation(
+        text=body,
+        original_chars=len(body),
+        truncated=False,
+        deduped_items=0,
+        data={"order_id": "#W1234567", "status": "shipped", "total": 42.5},
+    )
+
+
+def test_short_plain_text_passes_through_unchanged() -> None:
+    result = observation_reduce(body="Order #W1 was shipped.", content_type="text/plain")
+
+    assert result.text == "Order #W1 was shipped."
+    assert result.truncated is False
+    assert result.data is None
+
+
+def test_pretty_json_bytes_are_serialised_compactly() -> None:
+    body = json.dumps({"a": 1, "b": [1, 2]}, indent=4).encode()
+
+    result = observation_reduce(body=body)
+
+    assert result.text == '{"a":1,"b":[1,2]}'
+    assert result.original_chars == len(body)
+
+
+def test_noisy_keys_and_empty_values_are_removed() -> None:
+    body = json.dumps(
+        {
+            "id": 7,
+            "status": "shipped",
+            "_links": {"self": "/orders/7"},
+            "links": ["/a"],
+            "metadata": {"etag": "x"},
+            "debug": {"sql": "SELECT 1"},
+            "Trace": "abc",
+            "label_base64": "QUJD",
+            "summary_html": "<b>hi</b>",
+            "note": None,
+            "tags": [],
+            "extra": {},
+            "comment": "",
+            "shipping": {"carrier": "UPS", "tracking": None, "metadata": {"a": 1}},
+        }
+    )
+
+    result = observation_reduce(body=body)
+
+    assert result.data == {"id": 7, "status": "shipped", "shipping": {"carrier": "UPS"}}
+    assert result.text == '{"id":7,"status":"shipped","shipping":{"carrier":"UPS"}}'
+
+
+def test_long_strings_are_shortened_with_ellipsis() -> None:
+    result = observation_reduce(body=json.dumps({"description": "x" * 800}), max_chars=5000)
+
+    assert result.data == {"description": "x" * 499 + "…"}
+
+
+def test_nesting_deeper_than_three_levels_is_summarised() -> None:
+    body = json.dumps({"a": {"b": {"c": {"d": 1, "e": 2}, "one": [7], "ok": [1, 2]}}})
+
+    result = observation_reduce(body=body)
+
+    assert result.data == {"a": {"b": {"c": "{…2 keys}", "one": "[…1 item]", "ok": "[…2 items]"}}}
+
+
+@pytest.mark.parametrize(
+    ("key_fields", "expected"),
+    [
+        (("status",), {"status": "shipped"}),
+        (("status", "shipping.carrier"), {"status": "shipped", "shipping": {"carrier": "UPS"}}),
+        (("items.sku",), {"items": [{"sku": "A1"}, {"sku": "B2"}]}),
+        (("shipping.carrier", "missing.field"), {"shipping": {"carrier": "UPS"}}),
+        (("metadata.region",), {"metadata": {"region": "eu"}}),
+    ],
+)
+def test_key_fields_keep_only_named_paths(key_fields: tuple[str, ...], expected: object) -> None:
+    body = json.dumps(
+        {
+            "status": "shipped",
+            "total": 10,
+            "shipping": {"carrier": "UPS", "tracking": "1Z"},
+            "items": [{"sku": "A1", "qty": 1}, {"sku": "B2", "qty": 2}],
+            "metadata": {"region": "eu"},
+        }
+    )
+
+    result = observation_reduce(body=body, key_fields=key_fields)
+
+    assert result.data == expected
+
+
+def test_key_fields_apply_to_each_item_of_a_top_level_list() -> None:
+    body = json.dumps([{"id": 1, "status": "a", "x": 1}, {"id": 2, "status": "b", "x": 2}])
+
+    result = observation_reduce(body=body, key_fields=("id", "status"))
+
+    assert result.text == '[{"id":1,"status":"a"},{"id":2,"status":"b"}]'
+
+
+def test_key_fields_absent_fall_back_to_noise_reduction() -> None:
+    body = json.dumps({"error": "order not found", "debug": {"sql": "..."}, "code": None})
+
+    result = observation_reduce(body=body, key_fields=("status", "total"))
+
+    assert result.data == {"error": "order not found"}
+
+
+def test_identical_list_items_are_deduped_and_counted() -> None:
+    event = {"type": "scan", "where": "hub"}
+    body = json.dumps({"events": [event, event, {"type": "delivered"}, event]})
+
+    result = observation_reduce(body=body)
+
+    assert result.data == {"events": [event, {"type": "delivered"}]}
+    assert result.deduped_items == 2
+
+
+def test_items_identical_after_noise_removal_are_deduped() -> None:
+    body = json.dumps([{"sku": "A", "trace": "t1"}, {"sku": "A", "trace": "t2"}])
+
+    result = observation_reduce(body=body)
+
+    assert result.data == [{"sku": "A"}]
+    assert result.deduped_items == 1
+
+
+def test_long_lists_are_capped_with_marker() -> None:
+    body = json.dumps({"ids": list(range(25))})
+
+    result = observation_reduce(body=body, max_list_items=10)
+
+    assert result.data == {"ids": [*range(10), "…(+15 more)"]}
+
+
+@pytest.mark.parametrize("max_chars", [60, 100, 101, 999, 1000])
+def test_truncation_keeps_head_and_tail_within_limit(max_chars: int) -> None:
+    text = "".join(f"line {number:04d};" for number in range(400))
+
+    result = observation_reduce(body=text, content_type="text/plain", max_chars=max_chars)
+
+    head, _, tail = result.text.partition("…[truncated ")
+    removed = int(tail.split(" chars]…", 1)[0])
+    kept_tail = tail.split(" chars]…", 1)[1]
+    assert len(result.text) <= max_chars
+    assert len(result.text) >= max_chars - 1
+    assert result.truncated is True
+    assert text.startswith(head)
+    assert text.endswith(kept_tail)
+    assert len(head) + len(kept_tail) + removed == len(text)
+    assert len(head) > len(kept_tail) > 0
+
+
+def test_truncated_json_keeps_beginning_and_end() -> None:
+    body = json.dumps({"order_id": "#W1", "history": [f"event {n}" for n in range(9)], "z": "end"})
+
+    result = observation_reduce(body=body, max_chars=60)
+
+    assert len(result.text) <= 60
+    assert result.text.startswith('{"order_id":"#W1"')
+    assert result.text.endswith('"z":"end"}')
+
+
+def test_limit_smaller_than_marker_is_a_plain_cut() -> None:
+    result = observation_reduce(body="abcdefghijklmnopqrstuvwxyz" * 3, max_chars=5)
+
+    assert result.text == "abcde"
+    assert result.truncated is True
+
+
+def test_plain_text_whitespace_is_collapsed_and_repeated_lines_dropped() -> None:
+    body = "ERROR   timeout\n\n\tretrying  in 5s\nERROR timeout\n   \nretrying in 5s\ndone\n"
+
+    result = observation_reduce(body=body, content_type="text/plain")
+
+    assert result.text == "ERROR timeout\nretrying in 5s\ndone"
+    assert result.deduped_items == 2
+    assert result.data is None
+
+
+def test_invalid_json_is_treated_as_text() -> None:
+    result = observation_reduce(body='{"unterminated": ', content_type="application/json")
+
+    assert result.text == '{"unterminated":'
+    assert result.data is None
+
+
+def test_unicode_is_kept_and_counted_in_characters() -> None:
+    body = json.dumps({"customer": "Zoë Ångström", "note": "配送済み 📦"}, ensure_ascii=True)
+
+    result = observation_reduce(body=body.encode("utf-8"))
+
+    assert result.text == '{"customer":"Zoë Ångström","note":"配送済み 📦"}'
+
+
+def test_unicode_truncation_counts_characters_not_bytes() -> None:
+    body = "配送" * 500
+
+    result = observation_reduce(body=body.encode("utf-8"), content_type="text/plain", max_chars=80)
+
+    assert result.original_chars == 1000
+    assert len(result.text) <= 80
+    assert result.text.startswith("配送配送")
+
+
+def test_charset_from_content_type_is_used() -> None:
+    result = observation_reduce(
+        body="café".encode("latin-1"), content_type="text/plain; charset=latin-1"
+    )
+
+    assert result.text == "café"
+
+
+def test_reduction_is_deterministic() -> None:
+    body = json.dumps({"b": [3, 3, 1], "a": {"x": None, "y": "v"}})
+
+    first = observation_reduce(body=body, max_chars=30)
+    second = observation_reduce(body=body, max_chars=30)
+
+    assert first == second

@@ -1,0 +1,98 @@
+"""Whole runs of the simulated model against the sandbox over HTTP, faults included."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from agents.services import run_execute
+from sandbox.models import Order
+from sandbox.services import faultrule_set
+from traces.models import Step, Trace
+from traces.services import trace_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STATUS_TO_ERROR = {
+    404: "RESOURCE_NOT_FOUND",
+    500: "INTERNAL_SERVER_ERROR",
+    401: "UNAUTHORIZED",
+    429: "RATE_LIMITED",
+    504: "TIMEOUT",
+}
+
+
+@pytest.fixture
+def careful_model(settings: Any) -> None:
+    settings.LLM_BACKEND = "simulated"
+    settings.LLM_SIM_ERROR_RATES = {}
+
+
+def test_order_question_gets_an_answer_grounded_in_sandbox_data(
+    live_sandbox: str, small_shop: Any, support_agent: Any, error_rules: Any, careful_model: Any
+) -> None:
+    order = Order.objects.filter(status="shipped").first() or Order.objects.first()
+    assert order is not None
+    trace = trace_create(
+        agent_id=support_agent.pk,
+        query=f"Where is my order {order.order_id}?",
+        llm_backend="simulated",
+    )
+    async_to_sync(run_execute)(trace_id=str(trace.pk))
+    trace.refresh_from_db()
+    assert trace.status == Trace.Status.FINISHED, trace.final_answer
+    assert order.order_id in trace.final_answer
+    assert order.status in trace.final_answer
+    action = trace.steps.get(phase="action", ok=True)
+    assert action.tool_name == "get_order"
+    assert action.status_code == 200
+    assert action.llm_backend == "" and trace.steps.filter(llm_backend="simulated").exists()
+
+
+def test_fifty_runs_under_thirty_percent_faults_all_end_terminal_and_classified(
+    live_sandbox: str,
+    small_shop: Any,
+    support_agent: Any,
+    error_rules: Any,
+    careful_model: Any,
+    settings: Any,
+) -> None:
+    # given 30% faults on the orders endpoint
+    faultrule_set(
+        endpoint="orders",
+        rate_404=0.06,
+        rate_500=0.08,
+        rate_401=0.04,
+        rate_429=0.08,
+        rate_timeout=0.04,
+        timeout_seconds=1.0,
+        seed=1234,
+    )
+    support_agent.tools.filter(name="get_order").update(timeout_seconds=0.3)
+    order_ids = list(Order.objects.order_by("order_id").values_list("order_id", flat=True)[:50])
+    traces = [
+        trace_create(
+            agent_id=support_agent.pk, query=f"Where is my order {oid}?", llm_backend="simulated"
+        )
+        for oid in order_ids
+    ]
+
+    # when the 50 runs execute concurrently on one event loop
+    async def run_all() -> None:
+        await asyncio.gather(*(run_execute(trace_id=str(t.pk)) for t in traces))
+
+    async_to_sync(run_all)()
+
+    # then every run is terminal and every failed tool step carries the right error type
+    statuses = set(Trace.objects.filter(pk__in=[t.pk for t in traces]).values_list("status", flat=True))
+    assert statuses <= {"finished", "fallback", "failed"}
+    failed = Step.objects.filter(trace__in=traces, phase="action", ok=False, status_code__isnull=False)
+    assert failed.exists()
+    for step in failed:
+        assert step.error_type == STATUS_TO_ERROR[step.status_code], step.response_summary
+    for step in Step.objects.filter(trace__in=traces, phase="action", ok=False, status_code__isnull=True):
+        assert step.error_type in {"TIMEOUT", "TOOL_SUSPENDED", "HALLUCINATED_ANSWER"}
+    assert not Step.objects.filter(trace__in=traces, ok=False, error_type="").exists()

@@ -1,0 +1,401 @@
+"""Tests of the SSRF guard: address checks and the redirect-checking request helper."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from agents.ssrf import (
+    EndpointNotAllowed,
+    ResponseTooLarge,
+    SafeResponse,
+    SSRFBlocked,
+    TooManyRedirects,
+    ssrf_check_url,
+    ssrf_safe_request,
+)
+
+PUBLIC_IP = "93.184.216.34"
+
+
+def fake_resolver(*addresses: str) -> Callable[[str, int], list[tuple[Any, ...]]]:
+    """A resolver answering every name with ``addresses``, shaped like getaddrinfo."""
+
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        results: list[tuple[Any, ...]] = []
+        for address in addresses:
+            if ":" in address:
+                results.append((socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port, 0, 0)))
+            else:
+                results.append((socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)))
+        return results
+
+    return resolve
+
+
+def failing_resolver(host: str, port: int) -> list[tuple[Any, ...]]:
+    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+
+def unexpected_resolver(host: str, port: int) -> list[tuple[Any, ...]]:
+    raise AssertionError(f"resolver must not be called for {host!r}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/",
+        "http://127.0.0.1./",
+        "http://2130706433/",
+        "http://0x7f000001/",
+        "http://0X7F.0.0.1/",
+        "http://0x7f.1/",
+        "http://0177.0.0.1/",
+        "http://127.1/",
+        "http://127.0.1/",
+        "http://0/",
+        "http://0.0.0.0/",
+        "http://10.0.0.5/",
+        "http://172.16.3.4/",
+        "http://192.168.1.1:8080/admin",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://100.64.0.1/",
+        "http://100.100.100.200/",
+        "http://224.0.0.1/",
+        "http://240.0.0.1/",
+        "http://255.255.255.255/",
+        "http://[::1]/",
+        "http://[::]/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[::ffff:7f00:1]/",
+        "http://[::ffff:169.254.169.254]/",
+        "http://[0:0:0:0:0:ffff:10.0.0.1]/",
+        "http://[fe80::1%25eth0]/",
+        "http://[fe80::1]/",
+        "http://[fc00::1]/",
+        "http://[fd00:ec2::254]/",
+        "http://[ff02::1]/",
+        "http://[2002:7f00:1::]/",
+        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
+        "http://[64:ff9b::7f00:1]/",
+        "http://[::127.0.0.1]/",
+        "https://127.0.0.1:443/",
+    ],
+)
+def test_ip_literals_of_internal_addresses_are_blocked(url: str) -> None:
+    with pytest.raises(SSRFBlocked):
+        ssrf_check_url(url, resolver=unexpected_resolver)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://1.2.3.4.5/",
+        "http://256.0.0.1/",
+        "http://0x1g.0.0.1/",
+        "http://example.123/",
+        "http://%31%32%37.0.0.1/",
+        "http://[::zz]/",
+    ],
+)
+def test_malformed_hosts_are_blocked(url: str) -> None:
+    with pytest.raises(SSRFBlocked):
+        ssrf_check_url(url, resolver=unexpected_resolver)
+
+
+def test_public_ip_literal_is_allowed() -> None:
+    ssrf_check_url(f"https://{PUBLIC_IP}/path", resolver=unexpected_resolver)
+
+
+def test_public_ipv6_literal_is_allowed() -> None:
+    ssrf_check_url("https://[2606:4700:4700::1111]/", resolver=unexpected_resolver)
+
+
+def test_host_resolving_to_public_address_is_allowed() -> None:
+    ssrf_check_url("https://api.example.com/v1", resolver=fake_resolver(PUBLIC_IP))
+
+
+@pytest.mark.parametrize(
+    "addresses",
+    [
+        ("127.0.0.1",),
+        ("10.1.2.3",),
+        ("::1",),
+        ("fe80::1%eth0",),
+        ("169.254.169.254",),
+        (PUBLIC_IP, "192.168.0.10"),
+    ],
+)
+def test_host_resolving_to_any_internal_address_is_blocked(addresses: tuple[str, ...]) -> None:
+    with pytest.raises(SSRFBlocked, match="resolves to"):
+        ssrf_check_url("https://api.example.com/", resolver=fake_resolver(*addresses))
+
+
+def test_dns_failure_is_blocked_with_reason() -> None:
+    with pytest.raises(SSRFBlocked) as excinfo:
+        ssrf_check_url("https://no-such-host.example/", resolver=failing_resolver)
+
+    assert "DNS lookup" in excinfo.value.reason
+
+
+def test_empty_dns_answer_is_blocked() -> None:
+    with pytest.raises(SSRFBlocked, match="no addresses"):
+        ssrf_check_url("https://api.example.com/", resolver=fake_resolver())
+
+
+@pytest.mark.parametrize(
+    ("url", "exempt"),
+    [
+        ("http://localhost:8001/api/orders", "localhost:8001"),
+        ("http://LOCALHOST:8001/api/orders", "localhost:8001"),
+        ("http://127.0.0.1/api", "127.0.0.1:80"),
+        ("https://127.0.0.1/api", "127.0.0.1:443"),
+        ("http://sandbox/api", "sandbox"),
+    ],
+)
+def test_exempt_host_is_allowed_without_lookup(url: str, exempt: str) -> None:
+    ssrf_check_url(url, exempt_hosts=frozenset({exempt}), resolver=unexpected_resolver)
+
+
+def test_exempt_host_on_other_port_is_still_checked() -> None:
+    with pytest.raises(SSRFBlocked):
+        ssrf_check_url(
+            "http://localhost:6379/",
+            exempt_hosts=frozenset({"localhost:8001"}),
+            resolver=fake_resolver("127.0.0.1"),
+        )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:6379/_INFO",
+        "ftp://example.com/file",
+        "javascript:alert(1)",
+        "//example.com/path",
+    ],
+)
+def test_non_http_schemes_are_blocked(url: str) -> None:
+    with pytest.raises(SSRFBlocked, match="scheme"):
+        ssrf_check_url(url, resolver=fake_resolver(PUBLIC_IP))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:secret@example.com/",
+        "http://user@example.com/",
+        "http://example.com\\@127.0.0.1/",
+    ],
+)
+def test_userinfo_is_blocked(url: str) -> None:
+    with pytest.raises(SSRFBlocked, match="credentials"):
+        ssrf_check_url(url, resolver=fake_resolver(PUBLIC_IP))
+
+
+def test_missing_host_is_blocked() -> None:
+    with pytest.raises(SSRFBlocked, match="no host"):
+        ssrf_check_url("http:///path", resolver=unexpected_resolver)
+
+
+# --- ssrf_safe_request -------------------------------------------------------------------
+
+START_URL = f"http://{PUBLIC_IP}/start"
+
+
+def allow_everything(url: str) -> bool:
+    return True
+
+
+def run_request(
+    handler: Callable[[httpx.Request], httpx.Response],
+    *,
+    url: str = START_URL,
+    method: str = "GET",
+    is_allowed_url: Callable[[str], bool] = allow_everything,
+    max_redirects: int = 3,
+    max_bytes: int = 10_000,
+    **request_kwargs: Any,
+) -> SafeResponse:
+    async def send() -> SafeResponse:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            return await ssrf_safe_request(
+                client,
+                method,
+                url,
+                exempt_hosts=frozenset(),
+                is_allowed_url=is_allowed_url,
+                max_redirects=max_redirects,
+                max_bytes=max_bytes,
+                resolver=fake_resolver(PUBLIC_IP),
+                **request_kwargs,
+            )
+
+    return asyncio.run(send())
+
+
+def redirect_to(location: str, status_code: int = 302) -> httpx.Response:
+    return httpx.Response(status_code, headers={"Location": location})
+
+
+def test_plain_response_is_returned() -> None:
+    response = run_request(lambda request: httpx.Response(200, json={"ok": True}))
+
+    assert response.status_code == 200
+    assert response.body == b'{"ok":true}'
+    assert response.headers["content-type"] == "application/json"
+    assert response.url == START_URL
+    assert response.redirects == 0
+
+
+def test_relative_redirect_is_followed() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/start":
+            return redirect_to("/next?page=2")
+        return httpx.Response(200, text=f"at {request.url.path}")
+
+    response = run_request(handler)
+
+    assert response.body == b"at /next"
+    assert response.url == f"http://{PUBLIC_IP}/next?page=2"
+    assert response.redirects == 1
+
+
+def test_303_redirect_switches_to_get_and_drops_body() -> None:
+    seen: list[tuple[str, bytes]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.content))
+        if request.url.path == "/start":
+            return redirect_to("/done", status_code=303)
+        return httpx.Response(200)
+
+    run_request(handler, method="POST", json={"a": 1})
+
+    assert seen == [("POST", b'{"a":1}'), ("GET", b"")]
+
+
+def test_307_redirect_keeps_method_and_body() -> None:
+    seen: list[tuple[str, bytes]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.content))
+        if request.url.path == "/start":
+            return redirect_to("/done", status_code=307)
+        return httpx.Response(200)
+
+    run_request(handler, method="POST", content=b"payload")
+
+    assert seen == [("POST", b"payload"), ("POST", b"payload")]
+
+
+def test_cross_origin_redirect_drops_credentials() -> None:
+    seen_auth: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen_auth.append(request.headers.get("authorization"))
+        if request.url.path == "/start":
+            return redirect_to("https://api.example.com/landing")
+        return httpx.Response(200)
+
+    run_request(handler, headers={"Authorization": "Bearer secret"})
+
+    assert seen_auth == ["Bearer secret", None]
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "http://127.0.0.1/admin",
+        "http://[::1]:6379/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://2130706433/",
+        "file:///etc/passwd",
+    ],
+)
+def test_redirect_to_internal_address_is_blocked(location: str) -> None:
+    requested: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requested.append(str(request.url))
+        return redirect_to(location)
+
+    with pytest.raises(SSRFBlocked):
+        run_request(handler)
+
+    assert requested == [START_URL]
+
+
+def test_redirect_outside_allow_list_raises_endpoint_not_allowed() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return redirect_to("https://evil.example.net/steal")
+
+    with pytest.raises(EndpointNotAllowed) as excinfo:
+        run_request(handler, is_allowed_url=lambda url: url.startswith(f"http://{PUBLIC_IP}/"))
+
+    assert excinfo.value.url == "https://evil.example.net/steal"
+
+
+def test_first_url_outside_allow_list_is_not_requested() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("no request expected")
+
+    with pytest.raises(EndpointNotAllowed):
+        run_request(handler, is_allowed_url=lambda url: False)
+
+
+def test_redirect_chain_longer_than_limit_raises() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        hop = int(request.url.params.get("hop", "0"))
+        return redirect_to(f"/loop?hop={hop + 1}")
+
+    with pytest.raises(TooManyRedirects):
+        run_request(handler, max_redirects=2)
+
+
+def test_redirect_chain_at_limit_succeeds() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        hop = int(request.url.params.get("hop", "0"))
+        if hop == 2:
+            return httpx.Response(200, text="arrived")
+        return redirect_to(f"/loop?hop={hop + 1}")
+
+    response = run_request(handler, max_redirects=2)
+
+    assert response.body == b"arrived"
+    assert response.redirects == 2
+
+
+def test_body_over_limit_raises() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"x" * 2048)
+
+    with pytest.raises(ResponseTooLarge):
+        run_request(handler, max_bytes=1024)
+
+
+def test_streamed_body_without_length_over_limit_raises() -> None:
+    async def chunks() -> Any:
+        for _ in range(10):
+            yield b"y" * 300
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=chunks())
+
+    with pytest.raises(ResponseTooLarge):
+        run_request(handler, max_bytes=1024)
+
+
+def test_body_exactly_at_limit_is_returned() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"z" * 1024)
+
+    response = run_request(handler, max_bytes=1024)
+
+    assert response.body == b"z" * 1024
