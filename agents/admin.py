@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from agents.models import Agent, Tool, ToolAlert
 
@@ -12,9 +14,14 @@ class AgentAdmin(admin.ModelAdmin):
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
     list_display = [
-        "name", "kind", "method", "endpoint_template", "timeout_seconds", "enabled",
+        "name",
+        "kind",
+        "method",
+        "endpoint_template",
+        "timeout_seconds",
+        "enabled",
         "suspended_until",
-    ]  # fmt: skip
+    ]
     list_filter = ["kind", "enabled", "allowed_agents"]
     list_editable = ["enabled"]
     search_fields = ["name", "description", "endpoint_template"]
@@ -22,7 +29,7 @@ class ToolAdmin(admin.ModelAdmin):
     actions = ["lift_suspension"]
 
     @admin.action(description="Lift the timeout suspension")
-    def lift_suspension(self, request, queryset):  # type: ignore[no-untyped-def]
+    def lift_suspension(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
         queryset.update(suspended_until=None)
 
 

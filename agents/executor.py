@@ -166,9 +166,14 @@ class ToolExecutor:
         payload = redact(call.arguments)
         if definition is None or definition.func is None:
             return self._result(
-                ExecutorCode.TOOL_ERROR, started, f"python:{call.tool.name}", payload, None, "",
+                ExecutorCode.TOOL_ERROR,
+                started,
+                f"python:{call.tool.name}",
+                payload,
+                None,
+                "",
                 detail="no registered function for this tool",
-            )  # fmt: skip
+            )
         func = definition.func
         try:
             if inspect.iscoroutinefunction(func):
@@ -179,16 +184,28 @@ class ToolExecutor:
                 )
         except TimeoutError:
             return self._result(
-                ExecutorCode.TIMEOUT, started, f"python:{call.tool.name}", payload, None, "",
+                ExecutorCode.TIMEOUT,
+                started,
+                f"python:{call.tool.name}",
+                payload,
+                None,
+                "",
                 detail=f"no result within {call.tool.timeout_seconds:g}s",
-            )  # fmt: skip
+            )
         except Exception as exc:  # a tool's own bug must not kill the run
             return self._result(
-                ExecutorCode.TOOL_ERROR, started, f"python:{call.tool.name}", payload, None, "",
+                ExecutorCode.TOOL_ERROR,
+                started,
+                f"python:{call.tool.name}",
+                payload,
+                None,
+                "",
                 detail=f"{type(exc).__name__}: {exc}",
-            )  # fmt: skip
+            )
         body = json.dumps(value, default=str, ensure_ascii=False)
-        return self._result(ExecutorCode.OK, started, f"python:{call.tool.name}", payload, 200, body)
+        return self._result(
+            ExecutorCode.OK, started, f"python:{call.tool.name}", payload, 200, body
+        )
 
     async def _execute_http(self, call: ValidatedCall) -> ToolCallResult:
         tool = call.tool
@@ -197,15 +214,25 @@ class ToolExecutor:
             url, rest = endpoint_render(tool.endpoint_template, call.arguments)
         except EndpointTemplateError as exc:
             return self._result(
-                ExecutorCode.INVALID_ENDPOINT, started, tool.endpoint_template,
-                redact(call.arguments), None, "", detail=str(exc),
-            )  # fmt: skip
+                ExecutorCode.INVALID_ENDPOINT,
+                started,
+                tool.endpoint_template,
+                redact(call.arguments),
+                None,
+                "",
+                detail=str(exc),
+            )
         payload = redact(call.arguments)
         if not endpoint_allowed(url):
             return self._result(
-                ExecutorCode.INVALID_ENDPOINT, started, url, payload, None, "",
+                ExecutorCode.INVALID_ENDPOINT,
+                started,
+                url,
+                payload,
+                None,
+                "",
                 detail="endpoint is not on the allow-list",
-            )  # fmt: skip
+            )
         request_kwargs: dict[str, Any] = {"timeout": tool.timeout_seconds}
         renamed = {tool.query_map.get(key, key): value for key, value in rest.items()}
         if tool.method == "GET":
@@ -232,9 +259,14 @@ class ToolExecutor:
             )
         except (TimeoutError, httpx.TimeoutException):
             return self._result(
-                ExecutorCode.TIMEOUT, started, url, payload, None, "",
+                ExecutorCode.TIMEOUT,
+                started,
+                url,
+                payload,
+                None,
+                "",
                 detail=f"no response within {tool.timeout_seconds:g}s",
-            )  # fmt: skip
+            )
         except SSRFBlocked as exc:
             return self._result(
                 ExecutorCode.SSRF_BLOCKED, started, url, payload, None, "", detail=exc.reason
@@ -249,9 +281,14 @@ class ToolExecutor:
             )
         except httpx.HTTPError as exc:
             return self._result(
-                ExecutorCode.CONNECTION_ERROR, started, url, payload, None, "",
+                ExecutorCode.CONNECTION_ERROR,
+                started,
+                url,
+                payload,
+                None,
+                "",
                 detail=f"{type(exc).__name__}: {exc}",
-            )  # fmt: skip
+            )
         body = response.body.decode("utf-8", errors="replace")
         code = ExecutorCode.OK if 200 <= response.status_code < 300 else ExecutorCode.HTTP_ERROR
         return self._result(

@@ -24,14 +24,22 @@ DATA_INTENTS = frozenset({Intent.ORDER_STATUS, Intent.RETURNS, Intent.PRICE, Int
 
 _PATTERNS: list[tuple[Intent, re.Pattern[str]]] = [
     (Intent.RETURNS, re.compile(r"\b(return|refund|send (it )?back|exchange)\b", re.I)),
-    (Intent.STOCK, re.compile(r"\b(in stock|stock|available|availability|inventory|sold out)\b", re.I)),
-    (Intent.PRICE, re.compile(r"\b(price|cost|costs|how much|cheaper|discount|promo|compare)\b", re.I)),
+    (
+        Intent.STOCK,
+        re.compile(r"\b(in stock|stock|available|availability|inventory|sold out)\b", re.I),
+    ),
+    (
+        Intent.PRICE,
+        re.compile(r"\b(price|cost|costs|how much|cheaper|discount|promo|compare)\b", re.I),
+    ),
     (
         Intent.ORDER_STATUS,
-        re.compile(r"#?W\d{7}\b|\b(order|tracking|shipped|delivery|deliver|arrive|package)\b", re.I),
+        re.compile(
+            r"#?W\d{7}\b|\b(order|tracking|shipped|delivery|deliver|arrive|package)\b", re.I
+        ),
     ),
     (Intent.POLICY, re.compile(r"\b(policy|policies|warranty|how long|can i|payment|faq)\b", re.I)),
-]  # fmt: skip
+]
 
 
 def intent_detect(query: str) -> Intent:

@@ -19,9 +19,7 @@ class LoopRunner:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.pid = os.getpid()
-        self.thread = threading.Thread(
-            target=self._run, name="agent-loop-runner", daemon=True
-        )
+        self.thread = threading.Thread(target=self._run, name="agent-loop-runner", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -98,7 +100,7 @@ class Tool(models.Model):
         if self.timeout_seconds <= 0 or self.timeout_seconds > 60:
             raise ValidationError({"timeout_seconds": "Between 0 and 60 seconds."})
 
-    def is_suspended(self, now: object | None = None) -> bool:
+    def is_suspended(self, now: datetime | None = None) -> bool:
         return bool(self.suspended_until and self.suspended_until > (now or timezone.now()))
 
 

@@ -19,11 +19,11 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agents.executor import ExecutorCode, ToolCallResult, ToolExecutor, ValidationFailure
+from agents.intents import answer_unsupported_reason
 from agents.llm.base import LLMClient, LLMError, LLMResponse
 from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
 from agents.observation import observation_reduce
 from agents.parsing import ModelFormatError, parse_reasoning, parse_reflection
-from agents.intents import answer_unsupported_reason
 from agents.prompts import (
     RoundRecord,
     ToolSpec,
@@ -514,9 +514,7 @@ class AgentRun:
         call = self._validated
         rnd = self.memory.current_round()
         signature = call_signature(call.tool.name, call.arguments)
-        key = hashlib.sha256(
-            f"{self.trace_id}:{rnd.number}:{signature}".encode()
-        ).hexdigest()
+        key = hashlib.sha256(f"{self.trace_id}:{rnd.number}:{signature}".encode()).hexdigest()
         recorded = await self.sink.recorded_tool_call(key)
         if recorded is not None:
             # Redelivered run: the call happened and was recorded; never repeat it.
@@ -539,7 +537,9 @@ class AgentRun:
             if result.code == ExecutorCode.HTTP_ERROR:
                 event = ErrorEvent(source="http", status_code=result.status_code, body=result.body)
             else:
-                event = ErrorEvent(source="executor", exception_class=result.code, body=result.detail)
+                event = ErrorEvent(
+                    source="executor", exception_class=result.code, body=result.detail
+                )
             error_type = self._classify(event)
         if result.body:
             reduced = observation_reduce(

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
@@ -106,13 +106,14 @@ def run_start(
             agent_id=agent.pk,
             query=query,
             llm_backend=settings.LLM_BACKEND,
-            llm_model="simulated-react-1" if settings.LLM_BACKEND == "simulated"
+            llm_model="simulated-react-1"
+            if settings.LLM_BACKEND == "simulated"
             else settings.LLM_MODEL,
             customer_id=customer_id,
             session_id=session_id,
             created_by_id=user_id,
             source=source,
-        )  # fmt: skip
+        )
         trace_id = str(trace.pk)
         transaction.on_commit(lambda: run_enqueue(trace_id=trace_id))
     return trace
@@ -166,6 +167,8 @@ def tool_snapshots(*, agent_id: int) -> dict[str, ToolSnapshot]:
 
 
 def _load_run(trace_id: str) -> tuple[Trace, dict[str, ToolSnapshot], list[Step]] | None:
+    # Worker threads live for days: drop connections past CONN_MAX_AGE or broken.
+    close_old_connections()
     if not trace_services.trace_mark_running(trace_id=trace_id):
         return None
     trace = Trace.objects.select_related("agent").get(pk=trace_id)

@@ -22,11 +22,43 @@ from sandbox.models import (
 
 STOPWORDS = frozenset(
     (
-        "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from",
-        "how", "i", "if", "in", "is", "it", "my", "of", "on", "or", "the", "to", "what", "when",
-        "where", "which", "who", "why", "will", "with", "you", "your",
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "my",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
     )
-)  # fmt: skip
+)
 
 
 def shopuser_get(*, user_id: str) -> ShopUser | None:

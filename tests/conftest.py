@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -57,3 +58,14 @@ def staff_user(db: None, django_user_model: Any) -> Any:
     return django_user_model.objects.create_user(
         username="staff", password="pw-staff-123", is_staff=True
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def close_runner_connections() -> Iterator[None]:
+    """Runs touch the DB from asgiref's shared sync thread; close its connection at the end
+    so the test database can be dropped."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)

@@ -7,20 +7,34 @@ class StepInline(admin.TabularInline):
     model = Step
     extra = 0
     can_delete = False
-    fields = [
-        "step_number", "phase", "action_type", "tool_name", "status_code", "ok", "error_type",
-        "latency_ms", "response_summary",
-    ]  # fmt: skip
-    readonly_fields = fields
+    readonly_fields = [
+        "step_number",
+        "phase",
+        "action_type",
+        "tool_name",
+        "status_code",
+        "ok",
+        "error_type",
+        "latency_ms",
+        "response_summary",
+    ]
+    fields = tuple(readonly_fields)
     show_change_link = True
 
 
 @admin.register(Trace)
 class TraceAdmin(admin.ModelAdmin):
     list_display = [
-        "id", "created_at", "agent", "status", "error_type", "llm_backend", "total_steps",
-        "total_latency_ms", "query",
-    ]  # fmt: skip
+        "id",
+        "created_at",
+        "agent",
+        "status",
+        "error_type",
+        "llm_backend",
+        "total_steps",
+        "total_latency_ms",
+        "query",
+    ]
     list_filter = ["status", "error_type", "llm_backend", "agent", "source"]
     search_fields = ["id", "query", "customer_id", "session_id", "query_hash"]
     date_hierarchy = "created_at"
@@ -32,9 +46,16 @@ class TraceAdmin(admin.ModelAdmin):
 @admin.register(Step)
 class StepAdmin(admin.ModelAdmin):
     list_display = [
-        "trace", "step_number", "phase", "tool_name", "status_code", "ok", "error_type",
-        "latency_ms", "created_at",
-    ]  # fmt: skip
+        "trace",
+        "step_number",
+        "phase",
+        "tool_name",
+        "status_code",
+        "ok",
+        "error_type",
+        "latency_ms",
+        "created_at",
+    ]
     list_filter = ["phase", "ok", "error_type", "tool_name", "llm_backend"]
     search_fields = ["trace__id", "tool_name", "error_detail"]
     readonly_fields = [f.name for f in Step._meta.fields]
@@ -43,9 +64,16 @@ class StepAdmin(admin.ModelAdmin):
 @admin.register(ErrorRule)
 class ErrorRuleAdmin(admin.ModelAdmin):
     list_display = [
-        "position", "name", "source", "status_min", "status_max", "exception_class",
-        "body_pattern", "error_type", "enabled",
-    ]  # fmt: skip
+        "position",
+        "name",
+        "source",
+        "status_min",
+        "status_max",
+        "exception_class",
+        "body_pattern",
+        "error_type",
+        "enabled",
+    ]
     list_editable = ["enabled"]
     list_filter = ["source", "error_type", "enabled"]
     ordering = ["position"]

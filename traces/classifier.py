@@ -81,30 +81,79 @@ E, H, M, F, R = (
 T = ErrorType
 
 DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
-    _rule(10, "Tool not on the agent's whitelist", E, T.TOOL_NOT_ALLOWED,
-          exception_class="TOOL_NOT_ALLOWED"),
-    _rule(20, "Tool suspended by the timeout breaker", E, T.TOOL_SUSPENDED,
-          exception_class="TOOL_SUSPENDED"),
-    _rule(30, "Endpoint not on the allow-list", E, T.INVALID_ENDPOINT,
-          exception_class="INVALID_ENDPOINT"),
-    _rule(31, "SSRF guard blocked the address", E, T.INVALID_ENDPOINT,
-          exception_class="SSRF_BLOCKED"),
-    _rule(40, "Schema: required field missing", E, T.MISSING_REQUIRED_FIELD,
-          exception_class="SCHEMA_VIOLATION", body_pattern=r"\bvalidator=required\b"),
-    _rule(41, "Schema: wrong JSON type", E, T.TYPE_MISMATCH,
-          exception_class="SCHEMA_VIOLATION", body_pattern=r"\bvalidator=type\b"),
-    _rule(42, "Schema: any other violation", E, T.INVALID_PARAMETER,
-          exception_class="SCHEMA_VIOLATION"),
+    _rule(
+        10,
+        "Tool not on the agent's whitelist",
+        E,
+        T.TOOL_NOT_ALLOWED,
+        exception_class="TOOL_NOT_ALLOWED",
+    ),
+    _rule(
+        20,
+        "Tool suspended by the timeout breaker",
+        E,
+        T.TOOL_SUSPENDED,
+        exception_class="TOOL_SUSPENDED",
+    ),
+    _rule(
+        30,
+        "Endpoint not on the allow-list",
+        E,
+        T.INVALID_ENDPOINT,
+        exception_class="INVALID_ENDPOINT",
+    ),
+    _rule(
+        31, "SSRF guard blocked the address", E, T.INVALID_ENDPOINT, exception_class="SSRF_BLOCKED"
+    ),
+    _rule(
+        40,
+        "Schema: required field missing",
+        E,
+        T.MISSING_REQUIRED_FIELD,
+        exception_class="SCHEMA_VIOLATION",
+        body_pattern=r"\bvalidator=required\b",
+    ),
+    _rule(
+        41,
+        "Schema: wrong JSON type",
+        E,
+        T.TYPE_MISMATCH,
+        exception_class="SCHEMA_VIOLATION",
+        body_pattern=r"\bvalidator=type\b",
+    ),
+    _rule(
+        42,
+        "Schema: any other violation",
+        E,
+        T.INVALID_PARAMETER,
+        exception_class="SCHEMA_VIOLATION",
+    ),
     _rule(50, "Tool call timed out", E, T.TIMEOUT, exception_class="TIMEOUT"),
     _rule(51, "Connection failed", E, T.CONNECTION_ERROR, exception_class="CONNECTION_ERROR"),
-    _rule(52, "Response over the size cap", E, T.RESPONSE_TOO_LARGE,
-          exception_class="RESPONSE_TOO_LARGE"),
-    _rule(53, "In-process tool raised", E, T.INTERNAL_SERVER_ERROR,
-          exception_class="TOOL_ERROR"),
-    _rule(60, "4xx naming a type mismatch", H, T.TYPE_MISMATCH, status=(400, 422),
-          body_pattern=r"type_mismatch|expected_type|must be an? (integer|number|boolean)"),
-    _rule(61, "4xx naming a missing field", H, T.MISSING_REQUIRED_FIELD, status=(400, 422),
-          body_pattern=r"missing_required_field|is required|required field"),
+    _rule(
+        52,
+        "Response over the size cap",
+        E,
+        T.RESPONSE_TOO_LARGE,
+        exception_class="RESPONSE_TOO_LARGE",
+    ),
+    _rule(53, "In-process tool raised", E, T.INTERNAL_SERVER_ERROR, exception_class="TOOL_ERROR"),
+    _rule(
+        60,
+        "4xx naming a type mismatch",
+        H,
+        T.TYPE_MISMATCH,
+        status=(400, 422),
+        body_pattern=r"type_mismatch|expected_type|must be an? (integer|number|boolean)",
+    ),
+    _rule(
+        61,
+        "4xx naming a missing field",
+        H,
+        T.MISSING_REQUIRED_FIELD,
+        status=(400, 422),
+        body_pattern=r"missing_required_field|is required|required field",
+    ),
     _rule(62, "401 / 403", H, T.UNAUTHORIZED, status=(401, 403)),
     _rule(63, "404", H, T.RESOURCE_NOT_FOUND, status=(404, 404)),
     _rule(64, "408 / 504 gateway timeout", H, T.TIMEOUT, status=(408, 408)),
@@ -113,13 +162,18 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
     _rule(67, "Any other 5xx", H, T.INTERNAL_SERVER_ERROR, status=(500, 599)),
     _rule(68, "Any other 4xx", H, T.INVALID_PARAMETER, status=(400, 499)),
     _rule(70, "Unparseable model output", M, T.MODEL_FORMAT_ERROR),
-    _rule(80, "Final answer without supporting tool result", F, T.HALLUCINATED_ANSWER,
-          exception_class="UNSUPPORTED_ANSWER"),
+    _rule(
+        80,
+        "Final answer without supporting tool result",
+        F,
+        T.HALLUCINATED_ANSWER,
+        exception_class="UNSUPPORTED_ANSWER",
+    ),
     _rule(90, "Repeated identical action", R, T.LOOP_DETECTED, exception_class="LOOP_DETECTED"),
     _rule(91, "Iteration cap", R, T.MAX_STEPS, exception_class="MAX_STEPS"),
     _rule(92, "LLM unavailable", R, T.LLM_ERROR, exception_class="LLM_ERROR"),
     _rule(93, "Run time limit", R, T.RUN_TIME_LIMIT, exception_class="RUN_TIME_LIMIT"),
-]  # fmt: skip
+]
 
 
 def compile_rules(rows: list[dict[str, Any]]) -> list[CompiledRule]:
@@ -161,12 +215,12 @@ def error_rules_load() -> list[CompiledRule]:
         "body_pattern",
         "error_type",
     )
-    return compile_rules(list(rows))
+    return compile_rules([dict(row) for row in rows])
 
 
 async def error_rules_aload() -> list[CompiledRule]:
     rows = [
-        row
+        dict(row)
         async for row in ErrorRule.objects.filter(enabled=True).values(
             "position",
             "name",

@@ -24,12 +24,9 @@ class RunConflict(Exception):
 
 
 def step_to_record(step: Step) -> StepRecord:
-    return StepRecord(
-        **{
-            name: (float(getattr(step, name)) if name == "cost_usd" else getattr(step, name))
-            for name in _RECORD_FIELDS
-        }
-    )
+    values: dict[str, Any] = {name: getattr(step, name) for name in _RECORD_FIELDS}
+    values["cost_usd"] = float(step.cost_usd)
+    return StepRecord(**values)
 
 
 class TraceRecorder:
@@ -55,9 +52,7 @@ class TraceRecorder:
                 f"step {self.next_step_number} of trace {self.trace_id} already exists"
             ) from exc
         self.next_step_number += 1
-        logger.debug(
-            "trace.step", extra={"trace_id": self.trace_id, "step": step.step_number}
-        )
+        logger.debug("trace.step", extra={"trace_id": self.trace_id, "step": step.step_number})
         if self.on_step is not None:
             self.on_step(step)
 

@@ -17,7 +17,7 @@ def user_sees_all_traces(user: AbstractBaseUser | AnonymousUser) -> bool:
         return False
     if getattr(user, "is_superuser", False):
         return True
-    return user.groups.filter(name__in=[ROLE_OPS, ROLE_ADMIN]).exists()  # type: ignore[union-attr]
+    return bool(user.groups.filter(name__in=[ROLE_OPS, ROLE_ADMIN]).exists())  # type: ignore[attr-defined]
 
 
 def traces_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Trace]:
@@ -27,7 +27,7 @@ def traces_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Tra
         return qs.none()
     if user_sees_all_traces(user):
         return qs
-    return qs.filter(created_by=user)
+    return qs.filter(created_by_id=user.pk)
 
 
 def steps_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Step]:

@@ -116,8 +116,9 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
             error_detail=detail[:2000],
             started_at=timezone.now(),
         )
-    return trace_finish(trace_id=trace_id, status=Trace.Status.FAILED, final_answer="",
-                        error_type=error_type)  # fmt: skip
+    return trace_finish(
+        trace_id=trace_id, status=Trace.Status.FAILED, final_answer="", error_type=error_type
+    )
 
 
 def traces_stuck(*, older_than: timedelta) -> list[str]:

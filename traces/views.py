@@ -37,9 +37,7 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
-    return render(
-        request, "traces/trace_detail.html", {"trace": trace, "steps": trace.steps.all()}
-    )
+    return render(request, "traces/trace_detail.html", {"trace": trace, "steps": trace.steps.all()})
 
 
 @login_required

@@ -14,8 +14,13 @@ from traces.services import trace_create
 
 
 def reason(action: str, action_input: dict[str, Any] | None = None, **extra: Any) -> tuple:
-    body = {"thought": extra.pop("thought", "checking"), "action": action,
-            "action_input": action_input or {}, "expectation": "a result", **extra}  # fmt: skip
+    body = {
+        "thought": extra.pop("thought", "checking"),
+        "action": action,
+        "action_input": action_input or {},
+        "expectation": "a result",
+        **extra,
+    }
     return ("ok", json.dumps(body))
 
 

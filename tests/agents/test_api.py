@@ -66,10 +66,12 @@ def test_support_agent_sees_only_own_traces_ops_sees_all(
     bob = django_user_model.objects.create_user("bob", password="x" * 10)
     ops = django_user_model.objects.create_user("olga", password="x" * 10)
     ops.groups.add(Group.objects.get_or_create(name="ops")[0])
-    mine = trace_create(agent_id=support_agent.pk, query="a", llm_backend="simulated",
-                        created_by_id=alice.pk)  # fmt: skip
-    trace_create(agent_id=support_agent.pk, query="b", llm_backend="simulated",
-                 created_by_id=bob.pk)  # fmt: skip
+    mine = trace_create(
+        agent_id=support_agent.pk, query="a", llm_backend="simulated", created_by_id=alice.pk
+    )
+    trace_create(
+        agent_id=support_agent.pk, query="b", llm_backend="simulated", created_by_id=bob.pk
+    )
     client = APIClient()
     client.force_authenticate(alice)
     ids = [t["id"] for t in client.get("/api/traces/").json()["results"]]
@@ -85,12 +87,15 @@ def test_trace_detail_and_steps_after_cursor(
 ) -> None:
     from django.utils import timezone
 
-    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated",
-                         created_by_id=staff_user.pk)  # fmt: skip
+    trace = trace_create(
+        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=staff_user.pk
+    )
     Step.objects.bulk_create(
-        [Step(trace=trace, step_number=n, phase="reasoning", started_at=timezone.now())
-         for n in (1, 2, 3)]
-    )  # fmt: skip
+        [
+            Step(trace=trace, step_number=n, phase="reasoning", started_at=timezone.now())
+            for n in (1, 2, 3)
+        ]
+    )
     detail = api.get(f"/api/traces/{trace.pk}/").json()
     assert [s["step_number"] for s in detail["steps"]] == [1, 2, 3]
     after = api.get(f"/api/traces/{trace.pk}/steps/?after=1").json()
@@ -101,8 +106,12 @@ def test_trace_list_query_count_does_not_grow_with_rows(
     api: APIClient, staff_user: Any, support_agent: Any, django_assert_max_num_queries: Any
 ) -> None:
     for i in range(20):
-        trace_create(agent_id=support_agent.pk, query=f"q{i}", llm_backend="simulated",
-                     created_by_id=staff_user.pk)  # fmt: skip
+        trace_create(
+            agent_id=support_agent.pk,
+            query=f"q{i}",
+            llm_backend="simulated",
+            created_by_id=staff_user.pk,
+        )
     with django_assert_max_num_queries(4):
         assert api.get("/api/traces/").status_code == 200
 

@@ -26,7 +26,7 @@ def test_ask_prints_steps_and_grounded_answer(
     assert "reasoning" in text and "action" in text and "reflection" in text
     assert "get_order -> 200" in text
     assert "status: finished" in text
-    assert f"answer: " in text and order.order_id in text.split("answer:")[1]
+    assert "answer: " in text and order.order_id in text.split("answer:")[1]
 
 
 def test_ask_explains_a_missing_setup(db: None) -> None:

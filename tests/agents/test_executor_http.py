@@ -45,7 +45,9 @@ def execute(tool: ToolSnapshot, arguments: dict[str, Any], **executor_kwargs: An
     return async_to_sync(go)()
 
 
-def test_sandbox_host_is_reached_although_it_is_loopback(live_sandbox: str, small_shop: Any) -> None:
+def test_sandbox_host_is_reached_although_it_is_loopback(
+    live_sandbox: str, small_shop: Any
+) -> None:
     order = Order.objects.first()
     assert order is not None
     result = execute(snapshot(), {"order_id": order.order_id})

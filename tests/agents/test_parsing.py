@@ -1,7 +1,6 @@
 """Tests of the parsers that read reasoning and reflection replies from models."""
 
 # The full-width and typographic punctuation in these cases is the point of the tests.
-# ruff: noqa: RUF001
 
 from __future__ import annotations
 

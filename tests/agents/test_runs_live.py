@@ -87,12 +87,18 @@ def test_fifty_runs_under_thirty_percent_faults_all_end_terminal_and_classified(
     async_to_sync(run_all)()
 
     # then every run is terminal and every failed tool step carries the right error type
-    statuses = set(Trace.objects.filter(pk__in=[t.pk for t in traces]).values_list("status", flat=True))
+    statuses = set(
+        Trace.objects.filter(pk__in=[t.pk for t in traces]).values_list("status", flat=True)
+    )
     assert statuses <= {"finished", "fallback", "failed"}
-    failed = Step.objects.filter(trace__in=traces, phase="action", ok=False, status_code__isnull=False)
+    failed = Step.objects.filter(
+        trace__in=traces, phase="action", ok=False, status_code__isnull=False
+    )
     assert failed.exists()
     for step in failed:
         assert step.error_type == STATUS_TO_ERROR[step.status_code], step.response_summary
-    for step in Step.objects.filter(trace__in=traces, phase="action", ok=False, status_code__isnull=True):
+    for step in Step.objects.filter(
+        trace__in=traces, phase="action", ok=False, status_code__isnull=True
+    ):
         assert step.error_type in {"TIMEOUT", "TOOL_SUSPENDED", "HALLUCINATED_ANSWER"}
     assert not Step.objects.filter(trace__in=traces, ok=False, error_type="").exists()

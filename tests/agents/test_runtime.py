@@ -66,7 +66,7 @@ def test_happy_path_walks_every_phase_and_finishes(agent: Any, openai_server: An
         reason("echo_counter", {"n": 7}), reflect(True), answer("The tool echoed 7.")
     )
     # when
-    trace, outcome = run_query(agent, "Echo seven please")
+    trace, _ = run_query(agent, "Echo seven please")
     # then
     assert phases(trace) == ["reasoning", "action", "reflection", "reasoning", "final"]
     assert trace.status == Trace.Status.FINISHED
@@ -220,8 +220,15 @@ def test_fifth_timeout_in_an_hour_suspends_the_tool_and_writes_an_alert(
 
     Step.objects.bulk_create(
         [
-            Step(trace=earlier, step_number=i + 1, phase="action", tool_name="sleepy",
-                 ok=False, error_type="TIMEOUT", started_at=timezone.now())  # fmt: skip
+            Step(
+                trace=earlier,
+                step_number=i + 1,
+                phase="action",
+                tool_name="sleepy",
+                ok=False,
+                error_type="TIMEOUT",
+                started_at=timezone.now(),
+            )
             for i in range(4)
         ]
     )

@@ -45,20 +45,29 @@ RULES = compile_rules(DEFAULT_ERROR_RULES)
         (ErrorEvent("executor", exception_class="INVALID_ENDPOINT"), "INVALID_ENDPOINT"),
         (ErrorEvent("executor", exception_class="SSRF_BLOCKED"), "INVALID_ENDPOINT"),
         (
-            ErrorEvent("executor", exception_class="SCHEMA_VIOLATION",
-                       body="validator=required path=(root): 'sku' is a required property"),
+            ErrorEvent(
+                "executor",
+                exception_class="SCHEMA_VIOLATION",
+                body="validator=required path=(root): 'sku' is a required property",
+            ),
             "MISSING_REQUIRED_FIELD",
-        ),  # fmt: skip
+        ),
         (
-            ErrorEvent("executor", exception_class="SCHEMA_VIOLATION",
-                       body="validator=type path=limit: '3' is not of type 'integer'"),
+            ErrorEvent(
+                "executor",
+                exception_class="SCHEMA_VIOLATION",
+                body="validator=type path=limit: '3' is not of type 'integer'",
+            ),
             "TYPE_MISMATCH",
-        ),  # fmt: skip
+        ),
         (
-            ErrorEvent("executor", exception_class="SCHEMA_VIOLATION",
-                       body="validator=pattern path=sku: does not match"),
+            ErrorEvent(
+                "executor",
+                exception_class="SCHEMA_VIOLATION",
+                body="validator=pattern path=sku: does not match",
+            ),
             "INVALID_PARAMETER",
-        ),  # fmt: skip
+        ),
         (ErrorEvent("executor", exception_class="TIMEOUT"), "TIMEOUT"),
         (ErrorEvent("executor", exception_class="CONNECTION_ERROR"), "CONNECTION_ERROR"),
         (ErrorEvent("executor", exception_class="RESPONSE_TOO_LARGE"), "RESPONSE_TOO_LARGE"),
@@ -111,8 +120,13 @@ def test_disabled_rules_are_ignored(db: None, error_rules: Any) -> None:
 def test_rules_apply_in_position_order_not_insertion_order() -> None:
     rows = [
         {**DEFAULT_ERROR_RULES[0], "position": 50, "exception_class": "X", "error_type": "TIMEOUT"},
-        {**DEFAULT_ERROR_RULES[0], "position": 10, "exception_class": "X", "error_type": "MAX_STEPS"},
-    ]  # fmt: skip
+        {
+            **DEFAULT_ERROR_RULES[0],
+            "position": 10,
+            "exception_class": "X",
+            "error_type": "MAX_STEPS",
+        },
+    ]
     assert classify_error(ErrorEvent("executor", exception_class="X"), compile_rules(rows)) == (
         "MAX_STEPS"
     )

@@ -33,7 +33,7 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
             qs = qs.prefetch_related("steps")
         return qs
 
-    def get_serializer_class(self):  # type: ignore[no-untyped-def]
+    def get_serializer_class(self) -> type[TraceSerializer]:
         return TraceDetailSerializer if self.action == "retrieve" else TraceSerializer
 
     @extend_schema(responses=StepSerializer(many=True))

@@ -380,6 +380,21 @@ def test_return_flow_answers_with_eligibility_and_deadline():
     assert "2025-06-30" in answer
 
 
+def test_return_flow_lists_existing_requests_without_borrowing_their_reason():
+    body = {
+        "eligible": False,
+        "reason": None,
+        "returns": [{"return_id": "R-77", "status": "approved", "reason": "damaged"}],
+    }
+    rounds = [ok_round(1, "get_return_status", {"order_id": "#W1234567"}, body)]
+
+    answer = step("I want to return order #W1234567", rounds=rounds).final_answer or ""
+
+    assert "is not eligible for a return" in answer
+    assert "R-77: approved" in answer
+    assert "damaged" not in answer
+
+
 def test_policy_flow_quotes_the_top_article():
     articles = {
         "results": [
