@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
@@ -167,8 +167,10 @@ def tool_snapshots(*, agent_id: int) -> dict[str, ToolSnapshot]:
 
 
 def _load_run(trace_id: str) -> tuple[Trace, dict[str, ToolSnapshot], list[Step]] | None:
-    # Worker threads live for days: drop connections past CONN_MAX_AGE or broken.
-    close_old_connections()
+    # Worker threads live for days: drop connections past CONN_MAX_AGE or broken (never
+    # inside a caller's transaction, whose connection must stay).
+    if not connection.in_atomic_block:
+        close_old_connections()
     if not trace_services.trace_mark_running(trace_id=trace_id):
         return None
     trace = Trace.objects.select_related("agent").get(pk=trace_id)

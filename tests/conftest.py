@@ -61,7 +61,7 @@ def staff_user(db: None, django_user_model: Any) -> Any:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def close_runner_connections() -> Iterator[None]:
+def close_runner_connections(django_db_setup: None) -> Iterator[None]:
     """Runs touch the DB from asgiref's shared sync thread; close its connection at the end
     so the test database can be dropped."""
     yield

@@ -13,10 +13,10 @@ CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser() -> Iterator[Any]:
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls
-    # are still plain synchronous code.
+    # Playwright's sync API runs an event loop in this thread while it is open (so it is
+    # function-scoped: later tests call asyncio.run); the test's ORM calls are still sync.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     from playwright.sync_api import sync_playwright
 
@@ -35,6 +35,7 @@ def browser() -> Iterator[Any]:
         )
         yield browser
         browser.close()
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 @pytest.fixture
