@@ -29,14 +29,14 @@ run: seed
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy agents traces
+	$(VENV)/bin/mypy agents traces policies reviews
 	$(VENV)/bin/pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy agents traces
+	$(VENV)/bin/mypy agents traces policies reviews
 
 bench: $(STAMP)
 	$(PY) -m bench

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agents.models import Agent, Tool, ToolAlert
+from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert
 
 
 @admin.register(Agent)
@@ -38,3 +38,13 @@ class ToolAlertAdmin(admin.ModelAdmin):
     list_display = ["created_at", "tool", "kind", "message", "acknowledged_by"]
     list_filter = ["kind", "tool"]
     readonly_fields = ["tool", "kind", "message", "details", "created_at"]
+
+
+@admin.register(KnowledgeArticle)
+class KnowledgeArticleAdmin(admin.ModelAdmin):
+    list_display = ["slug", "title", "category", "source", "is_published", "updated_at"]
+    list_filter = ["category", "source", "is_published"]
+    list_editable = ["is_published"]
+    search_fields = ["slug", "title", "body"]
+    prepopulated_fields = {"slug": ["title"]}
+    readonly_fields = ["updated_at"]

@@ -76,7 +76,8 @@ def answer_unsupported_reason(
     if intent in DATA_INTENTS and successful_tool_results == 0:
         # Saying honestly that nothing could be retrieved is not a hallucination.
         if not any(pattern.search(answer) for pattern in _FACT_PATTERNS[2:]) and re.search(
-            r"\b(could not|couldn't|cannot|can't|unable|unavailable|not found|no order)\b",
+            r"\b(could not|couldn't|cannot|can't|unable|not able|unavailable|not available|"
+            r"not found|no order|sorry)\b",
             answer,
             re.I,
         ):

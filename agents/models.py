@@ -124,3 +124,54 @@ class ToolAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool.name}: {self.kind}"
+
+
+class ToolResultCache(models.Model):
+    """The last successful result of each tool call signature: what degrade handlers serve."""
+
+    signature = models.CharField(max_length=64, unique=True)
+    tool_name = models.CharField(max_length=64, db_index=True)
+    arguments = models.JSONField(default=dict)
+    body = models.TextField()
+    status_code = models.PositiveSmallIntegerField(default=200)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return f"cache {self.tool_name} {self.arguments}"
+
+
+class KnowledgeArticle(models.Model):
+    """A help article (FAQ or policy) the Self-RAG mode retrieves and answers from.
+
+    Rows with ``source="sandbox"`` are copied from the sandbox help centre by ``kb_sync``;
+    rows with ``source="admin"`` are written by staff. Only published rows are searched.
+    """
+
+    class Category(models.TextChoices):
+        FAQ = "faq", "FAQ"
+        POLICY = "policy", "Policy"
+        OTHER = "other", "Other"
+
+    class Source(models.TextChoices):
+        SANDBOX = "sandbox", "Synced from the sandbox"
+        ADMIN = "admin", "Written in admin"
+
+    slug = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200)
+    category = models.CharField(max_length=10, choices=Category.choices, default=Category.FAQ)
+    body = models.TextField()
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.ADMIN)
+    is_published = models.BooleanField(default=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("admin:agents_knowledgearticle_change", args=[self.pk])

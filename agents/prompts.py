@@ -8,8 +8,9 @@ that is not in the prompt it is sent.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agents.llm.base import ChatMessage
 
@@ -156,5 +157,89 @@ def reflection_messages(*, query: str, rnd: RoundRecord) -> list[ChatMessage]:
     ]
     return [
         ChatMessage(role="system", content=SYSTEM_PROMPT),
+        ChatMessage(role="user", content="\n\n".join(parts)),
+    ]
+
+
+RAG_DRAFT_HEADING = "# Self-RAG draft"
+RAG_GRADE_HEADING = "# Self-RAG grade"
+
+RAG_SYSTEM_PROMPT = (
+    "You are a customer-service assistant for an online shop answering questions about "
+    "policies and frequently asked questions. You answer only from the help-centre "
+    "documents shown to you; you never add facts from memory."
+)
+
+RAG_DRAFT_INSTRUCTIONS = (
+    "Answer the question using ONLY facts stated in the Retrieved documents; do not add "
+    "anything they do not say. Cite the slug of every document you used in "
+    '"cited_slugs". If the documents do not cover the question, say "I don\'t know" and '
+    "cite nothing. Reply with ONE JSON object and nothing else:\n"
+    '{"answer": "<the reply to the customer, <= 120 words>", "cited_slugs": ["<slug>", ...]}'
+)
+
+RAG_GRADE_INSTRUCTIONS = (
+    "You are a strict fact checker. Compare the Draft answer with the Question and the "
+    "Retrieved documents.\n"
+    "- is_grounded: true only if EVERY statement in the draft is supported by the "
+    "documents; anything invented, guessed or not in the documents makes it false.\n"
+    "- is_helpful: true only if the draft directly and completely answers the question. "
+    "Answer false whenever the question is not FULLY covered by the documents, when the "
+    "draft says it does not know, or when any part of the question is left unanswered.\n"
+    "- critique: name the missing or unsupported facts.\n"
+    "- improved_search_query: when is_helpful is false, a better search query (key terms "
+    "of the missing facts) for retrieving the right documents; otherwise null.\n"
+    "Reply with ONE JSON object and nothing else:\n"
+    '{"is_grounded": true|false, "is_helpful": true|false, "critique": "<...>", '
+    '"improved_search_query": "<query>"|null}'
+)
+
+
+class RagDoc(Protocol):
+    """What the Self-RAG prompts need of a retrieved document."""
+
+    @property
+    def slug(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def snippet(self) -> str: ...
+
+
+def render_rag_docs(docs: Sequence[RagDoc]) -> list[str]:
+    """Each retrieved document (``slug``, ``title``, ``snippet``) as a ``### [slug]`` block."""
+    lines: list[str] = []
+    for doc in docs:
+        lines += [f"### [{doc.slug}] {doc.title}", doc.snippet.strip(), ""]
+    return lines[:-1]
+
+
+def rag_draft_messages(*, question: str, docs: Sequence[RagDoc]) -> list[ChatMessage]:
+    """Build the Self-RAG draft prompt: the question and the retrieved documents."""
+    parts = [
+        RAG_DRAFT_HEADING,
+        _section("Question", [question.strip()]),
+        _section("Retrieved documents", render_rag_docs(docs)),
+        _section("Instructions", [RAG_DRAFT_INSTRUCTIONS]),
+    ]
+    return [
+        ChatMessage(role="system", content=RAG_SYSTEM_PROMPT),
+        ChatMessage(role="user", content="\n\n".join(parts)),
+    ]
+
+
+def rag_grade_messages(*, question: str, docs: Sequence[RagDoc], draft: str) -> list[ChatMessage]:
+    """Build the Self-RAG grade prompt: question, documents and the draft to check."""
+    parts = [
+        RAG_GRADE_HEADING,
+        _section("Question", [question.strip()]),
+        _section("Retrieved documents", render_rag_docs(docs)),
+        _section("Draft answer", [draft.strip()]),
+        _section("Instructions", [RAG_GRADE_INSTRUCTIONS]),
+    ]
+    return [
+        ChatMessage(role="system", content=RAG_SYSTEM_PROMPT),
         ChatMessage(role="user", content="\n\n".join(parts)),
     ]

@@ -14,16 +14,33 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
-from agents.executor import ExecutorCode, ToolCallResult, ToolExecutor, ValidationFailure
-from agents.intents import answer_unsupported_reason
+from agents.adapters import validate_arguments
+from agents.executor import (
+    ExecutorCode,
+    ToolCallResult,
+    ToolExecutor,
+    ValidatedCall,
+    ValidationFailure,
+)
+from agents.intents import answer_unsupported_reason, intent_detect
 from agents.llm.base import LLMClient, LLMError, LLMResponse
 from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
 from agents.observation import observation_reduce
 from agents.parsing import ModelFormatError, parse_reasoning, parse_reflection
+from agents.policy_runtime import (
+    EMPTY_POLICY,
+    AdapterRule,
+    RuntimePolicy,
+    apply_adapters,
+    dotted_get,
+    substitute,
+)
 from agents.prompts import (
     RoundRecord,
     ToolSpec,
@@ -32,6 +49,15 @@ from agents.prompts import (
     reflection_messages,
 )
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
+
+HANDOVER_REPLY = "I'm handing this over to a support colleague, who will get back to you shortly."
+
+
+def _json_or_none(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, TypeError):
+        return None
 
 
 class RunState(StrEnum):
@@ -68,7 +94,13 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     ),
     RunState.EXECUTING_TOOL: frozenset({RunState.PROCESSING_OBSERVATION, RunState.FAILED}),
     RunState.PROCESSING_OBSERVATION: frozenset({RunState.REFLECTING, RunState.FAILED}),
-    RunState.REFLECTING: frozenset({RunState.WAITING_FOR_REASONING, RunState.FAILED}),
+    RunState.REFLECTING: frozenset(
+        {
+            RunState.WAITING_FOR_REASONING,
+            RunState.FAILED,
+            RunState.FALLBACK,  # an error handler handed the request over to a person
+        }
+    ),
     RunState.FINISHED: frozenset(),
     RunState.FALLBACK: frozenset(),
     RunState.FAILED: frozenset(),
@@ -150,6 +182,12 @@ class StepSink(Protocol):
 
     async def tool_suspend(self, tool_name: str, *, minutes: int, timeouts: int) -> None: ...
 
+    async def cache_store(
+        self, signature: str, tool_name: str, arguments: dict, body: str
+    ) -> None: ...
+
+    async def cache_get(self, signature: str) -> str | None: ...
+
 
 def call_signature(tool: str, arguments: dict[str, Any]) -> str:
     return f"{tool} {canonical_json(arguments)}"
@@ -211,6 +249,10 @@ class RunMemory:
                     )
                 )
                 self.state = RunState.WAITING_FOR_REASONING
+        elif record.phase == Phase.ACTION and record.details.get("auxiliary"):
+            # A pre-condition lookup or a failed call an error handler took over: on the
+            # record, but the round's observation is the step that follows.
+            return
         elif record.phase == Phase.ACTION:
             rnd = self.current_round()
             rnd.observation = record.response_summary or record.error_detail
@@ -271,8 +313,7 @@ class AgentRun:
         sink: StepSink,
         rules: list[CompiledRule],
         config: RuntimeConfig,
-        hints: list[str] | None = None,
-        strategy_version: str = "",
+        policy: RuntimePolicy = EMPTY_POLICY,
         recorded_steps: list[StepRecord] | None = None,
     ) -> None:
         self.trace_id = trace_id
@@ -283,12 +324,15 @@ class AgentRun:
         self.sink = sink
         self.rules = rules
         self.config = config
-        self.hints = hints or []
-        self.strategy_version = strategy_version
+        self.policy = policy
+        self.strategy_version = policy.version
+        self.intent = intent_detect(query).value
+        self._applied: list[dict[str, Any]] = []
         self.memory = RunMemory()
         self._result: ToolCallResult | None = None
         self._validated: Any = None
         self._pending_key = ""
+        self._handover = False
         for record in recorded_steps or []:
             self.memory.apply(record)
         self.tool_specs = [
@@ -366,12 +410,16 @@ class AgentRun:
             await self._stop("MAX_STEPS", f"no final answer after {memory.reasoning_calls} rounds")
             return
         round_number = memory.reasoning_calls + 1
+        hints = self.policy.hints_for(intent=self.intent, tools=list(self.executor.tools))
+        applied = [
+            {"id": h.strategy_id, "kind": "prompt_hint", "error_type": h.error_type} for h in hints
+        ]
         verbatim = self.config.history_verbatim_rounds
         messages = reasoning_messages(
             query=self.query,
             customer_id=self.customer_id,
             tools=self.tool_specs,
-            hints=self.hints,
+            hints=[hint.text for hint in hints],
             key_facts=[f"{sig} -> {fact}" for sig, fact in memory.key_facts.items()],
             earlier_rounds=memory.rounds[:-verbatim] if verbatim else memory.rounds,
             recent_rounds=memory.rounds[-verbatim:] if verbatim else [],
@@ -395,6 +443,7 @@ class AgentRun:
                         "Instructions say."
                     ),
                     response_summary=exc.raw,
+                    strategies_applied=applied,
                     **usage,
                 )
             )
@@ -410,6 +459,7 @@ class AgentRun:
                 action_input=step.action_input,
                 parse_mode=mode,
                 details={"expectation": step.expectation, "final_answer": step.final_answer},
+                strategies_applied=applied,
                 **usage,
             )
         )
@@ -471,6 +521,19 @@ class AgentRun:
                 adapters_fired=checked.adapters_fired,
             )
             return
+        checked = self._apply_policy_inputs(checked)
+        if isinstance(checked, ValidationFailure):
+            await self._reject(
+                rnd,
+                action_type="tool",
+                error_type=self._classify(
+                    ErrorEvent(source="executor", exception_class=checked.code, body=checked.detail)
+                ),
+                detail=f"{checked.code}: {checked.detail}",
+                adapters_fired=checked.adapters_fired,
+                extra={"strategies_applied": self._applied},
+            )
+            return
         signature = call_signature(step.action, checked.arguments)
         if (
             signature == memory.last_call_signature
@@ -483,6 +546,28 @@ class AgentRun:
             return
         self._validated = checked
         self._move(RunState.EXECUTING_TOOL)
+
+    def _apply_policy_inputs(self, call: ValidatedCall) -> ValidatedCall | ValidationFailure:
+        """Policy adapters transform the input; policy validation rules then check it."""
+        tool = call.tool.name
+        self._applied = []
+        arguments, fired = apply_adapters(self.policy.adapters.get(tool, ()), call.arguments)
+        self._applied += [{"id": f["strategy"], "kind": "adapter"} for f in fired]
+        adapters_fired = [*call.adapters_fired, *fired]
+        for rule in self.policy.validation_rules.get(tool, ()):
+            self._applied.append({"id": rule.strategy_id, "kind": "validation_rule"})
+            issues = validate_arguments(schema=rule.schema, arguments=arguments)
+            if issues:
+                detail = "; ".join(
+                    f"validator={i.validator} path={i.path or '(root)'}: {i.message}"
+                    for i in issues
+                )
+                return ValidationFailure(
+                    ExecutorCode.SCHEMA_VIOLATION,
+                    f"policy rule S{rule.strategy_id}: {detail}",
+                    adapters_fired,
+                )
+        return ValidatedCall(tool=call.tool, arguments=arguments, adapters_fired=adapters_fired)
 
     async def _reject(
         self,
@@ -506,6 +591,7 @@ class AgentRun:
                 error_type=error_type,
                 error_detail=detail,
                 adapters_fired=adapters_fired or [],
+                strategies_applied=(extra or {}).pop("strategies_applied", []),
                 details={"rejected": True, **(extra or {})},
             )
         )
@@ -521,10 +607,131 @@ class AgentRun:
             self.memory.apply(recorded)
             self.memory.state = RunState.REFLECTING
             return
-        result = await self.executor.execute(call)
-        self._result = result
+        call = await self._run_pre_conditions(call, rnd.number)
+        self._validated = call
+        self._result = await self.executor.execute(call)
         self._pending_key = key
         self._move(RunState.PROCESSING_OBSERVATION)
+
+    async def _run_pre_conditions(self, call: ValidatedCall, round_number: int) -> ValidatedCall:
+        """Policy pre-conditions: look a value up with another tool before the call."""
+        arguments = dict(call.arguments)
+        for pre in self.policy.pre_conditions.get(call.tool.name, ()):
+            value = arguments.get(pre.arg)
+            if value is None or re.fullmatch(pre.not_pattern, str(value)):
+                continue
+            self._applied.append({"id": pre.strategy_id, "kind": "pre_condition"})
+            lookup = self.executor.validate(pre.call, substitute(pre.input, value))
+            if isinstance(lookup, ValidationFailure):
+                continue
+            result = await self.executor.execute(lookup)
+            found = dotted_get(_json_or_none(result.body), pre.take) if result.ok else None
+            await self._write_auxiliary(
+                round_number, lookup, result, {"pre_condition": pre.strategy_id, "found": found}
+            )
+            if found is not None:
+                arguments[pre.assign] = found
+        if arguments == call.arguments:
+            return call
+        return ValidatedCall(
+            tool=call.tool, arguments=arguments, adapters_fired=call.adapters_fired
+        )
+
+    async def _write_auxiliary(
+        self,
+        round_number: int,
+        call: ValidatedCall,
+        result: ToolCallResult,
+        details: dict[str, Any],
+    ) -> None:
+        record = StepRecord(
+            phase=Phase.ACTION,
+            round_number=round_number,
+            action_type="tool",
+            tool_name=call.tool.name,
+            action_input=call.arguments,
+            endpoint=result.endpoint,
+            request_payload=result.request_payload,
+            status_code=result.status_code,
+            ok=result.ok,
+            error_type=self._classify_result(result),
+            error_detail=result.detail if not result.ok else "",
+            response_size=result.response_size,
+            response_summary=self._summarise(call, result)[0],
+            latency_ms=result.latency_ms,
+            strategy_version=self.strategy_version,
+            details={"auxiliary": True, "code": result.code, **details},
+        )
+        await self.sink.write_step(record)
+        self.memory.apply(record)
+
+    def _classify_result(self, result: ToolCallResult) -> str:
+        if result.ok:
+            return ""
+        if result.code == ExecutorCode.HTTP_ERROR:
+            event = ErrorEvent(source="http", status_code=result.status_code, body=result.body)
+        else:
+            event = ErrorEvent(source="executor", exception_class=result.code, body=result.detail)
+        return self._classify(event)
+
+    def _summarise(self, call: ValidatedCall, result: ToolCallResult) -> tuple[str, bool]:
+        if not result.body:
+            return result.detail, False
+        reduced = observation_reduce(
+            body=result.body,
+            content_type=result.content_type,
+            key_fields=call.tool.key_fields if result.ok else (),
+            max_chars=self.config.observation_max_chars,
+        )
+        return reduced.text, reduced.truncated
+
+    async def _handle_error(
+        self, call: ValidatedCall, result: ToolCallResult, error_type: str
+    ) -> tuple[ToolCallResult, dict[str, Any]]:
+        """Apply the policy's error handler for this tool and error type, if any.
+
+        The failed call is recorded first (its classification is what Reflexion learns
+        from); the handler's result becomes the round's observation.
+        """
+        handler = self.policy.handler_for(tool=call.tool.name, error_type=error_type)
+        if handler is None:
+            return result, {}
+        rnd = self.memory.current_round()
+        self._applied.append({"id": handler.strategy_id, "kind": "error_handler"})
+        await self._write_auxiliary(rnd.number, call, result, {"handled_by": handler.strategy_id})
+        signature = call_signature(call.tool.name, call.arguments)
+        if handler.action == "retry_once":
+            arguments = dict(call.arguments)
+            for name, transform in handler.transform.items():
+                if name in arguments:
+                    arguments, _ = apply_adapters(
+                        (AdapterRule(handler.strategy_id, name, transform),), arguments
+                    )
+            retry = self.executor.validate(call.tool.name, arguments)
+            if isinstance(retry, ValidationFailure):
+                return result, {"handler": "retry_once", "retry": "invalid"}
+            return await self.executor.execute(retry), {"handler": "retry_once"}
+        if handler.action == "call_tool":
+            other = self.executor.validate(
+                handler.call, substitute(handler.input, next(iter(call.arguments.values()), ""))
+            )
+            if isinstance(other, ValidationFailure):
+                return result, {"handler": "call_tool", "call": "invalid"}
+            return await self.executor.execute(other), {"handler": "call_tool"}
+        if handler.action == "degrade_cache":
+            cached = await self.sink.cache_get(hashlib.sha256(signature.encode()).hexdigest())
+            if cached is not None:
+                degraded = replace(
+                    result,
+                    code=ExecutorCode.OK,
+                    ok=True,
+                    body=cached,
+                    detail="served from cache: the data may be out of date",
+                )
+                return degraded, {"handler": "degrade_cache", "degraded": True}
+        # handover, or degrade with nothing cached: a person takes over.
+        self._handover = True
+        return result, {"handler": "handover"}
 
     async def _process_observation(self) -> None:
         call = self._validated
@@ -532,25 +739,21 @@ class AgentRun:
         assert result is not None
         rnd = self.memory.current_round()
         signature = call_signature(call.tool.name, call.arguments)
-        error_type = ""
-        if not result.ok:
-            if result.code == ExecutorCode.HTTP_ERROR:
-                event = ErrorEvent(source="http", status_code=result.status_code, body=result.body)
-            else:
-                event = ErrorEvent(
-                    source="executor", exception_class=result.code, body=result.detail
-                )
-            error_type = self._classify(event)
-        if result.body:
-            reduced = observation_reduce(
-                body=result.body,
-                content_type=result.content_type,
-                key_fields=call.tool.key_fields if result.ok else (),
-                max_chars=self.config.observation_max_chars,
+        error_type = self._classify_result(result)
+        handled: dict[str, Any] = {}
+        if error_type:
+            result, handled = await self._handle_error(call, result, error_type)
+            error_type = self._classify_result(result)
+        if result.ok and not handled.get("degraded"):
+            await self.sink.cache_store(
+                hashlib.sha256(signature.encode()).hexdigest(),
+                call.tool.name,
+                call.arguments,
+                result.body,
             )
-            summary, truncated = reduced.text, reduced.truncated
-        else:
-            summary, truncated = result.detail, False
+        summary, truncated = self._summarise(call, result)
+        if handled.get("degraded"):
+            summary = "(cached, may be out of date) " + summary
         await self._record(
             StepRecord(
                 phase=Phase.ACTION,
@@ -560,7 +763,7 @@ class AgentRun:
                 action_input=call.arguments,
                 endpoint=result.endpoint,
                 request_payload=result.request_payload,
-                status_code=result.status_code,
+                status_code=result.status_code if not handled.get("degraded") else None,
                 ok=result.ok,
                 error_type=error_type,
                 error_detail=result.detail if not result.ok else "",
@@ -568,10 +771,17 @@ class AgentRun:
                 response_summary=summary,
                 latency_ms=result.latency_ms,
                 adapters_fired=call.adapters_fired,
+                strategies_applied=self._applied,
                 idempotency_key=self._pending_key,
-                details={"signature": signature, "code": result.code, "truncated": truncated},
+                details={
+                    "signature": signature,
+                    "code": result.code,
+                    "truncated": truncated,
+                    **handled,
+                },
             )
         )
+        self._applied = []
         if error_type == "TIMEOUT":
             timeouts = await self.sink.tool_recent_timeouts(call.tool.name)
             if timeouts >= self.config.timeouts_to_suspend:
@@ -579,6 +789,19 @@ class AgentRun:
                     call.tool.name, minutes=self.config.suspend_minutes, timeouts=timeouts
                 )
                 self._suspend_in_run(call.tool.name)
+        if self._handover:
+            await self._record(
+                StepRecord(
+                    phase=Phase.FALLBACK,
+                    round_number=rnd.number,
+                    ok=False,
+                    error_type=error_type,
+                    error_detail="error handler handed the request over to a person",
+                    response_summary=HANDOVER_REPLY,
+                    details={"handover": True},
+                ),
+                then=RunState.FALLBACK,
+            )
 
     def _suspend_in_run(self, tool_name: str) -> None:
         tool = self.executor.tools.get(tool_name)

@@ -17,6 +17,7 @@ from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
 from agents.executor import ToolExecutor, ToolSnapshot
 from agents.llm.factory import llm_client_build
 from agents.models import Agent, Tool, ToolAlert
+from agents.policy_runtime import RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.tool_catalog import SANDBOX_TOOLS
@@ -184,8 +185,14 @@ async def run_execute(
     config: RuntimeConfig | None = None,
     on_step: Callable[[Step], None] | None = None,
     llm_backend: str | None = None,
+    policy: RuntimePolicy | None = None,
+    reflect: bool = True,
 ) -> RunOutcome | None:
-    """Execute (or resume) one run to a terminal state. Idempotent per trace id."""
+    """Execute (or resume) one run to a terminal state. Idempotent per trace id.
+
+    ``policy`` overrides the version the run's bucket resolves to (replays use it);
+    ``reflect`` hands the ended run to confidence bookkeeping and Reflexion.
+    """
     try:
         loaded = await sync_to_async(_load_run)(trace_id)
     except Trace.DoesNotExist:
@@ -197,6 +204,14 @@ async def run_execute(
     config = config or runtime_config()
     if trace.agent.max_iterations:
         config = RuntimeConfig(**{**config.__dict__, "max_iterations": trace.agent.max_iterations})
+    if policy is None:
+        from policies.selectors import runtime_policy_for_run
+
+        policy = await sync_to_async(runtime_policy_for_run)(bucket=trace.policy_bucket)
+    if policy.version != trace.policy_version:
+        await sync_to_async(trace_services.trace_set_policy)(
+            trace_id=trace_id, version=policy.version
+        )
     recorder = TraceRecorder(
         trace_id=trace_id, next_step_number=(steps[-1].step_number + 1) if steps else 1
     )
@@ -217,7 +232,7 @@ async def run_execute(
                 sink=recorder,
                 rules=await error_rules_aload(),
                 config=config,
-                strategy_version=trace.policy_version,
+                policy=policy,
                 recorded_steps=[step_to_record(step) for step in steps],
             )
             outcome = await run.run()
@@ -236,6 +251,10 @@ async def run_execute(
         final_answer=outcome.final_answer,
         error_type=outcome.error_type,
     )
+    if reflect:
+        from policies.services import run_ended
+
+        await sync_to_async(run_ended)(trace_id=trace_id)
     return outcome
 
 

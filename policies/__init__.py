@@ -1,1 +1,1 @@
-"""Policy tree, Reflexion engine and rollouts (see issue: learning loop). Not built yet."""
+"""Policy tree, confidence bookkeeping and the Reflexion engine."""

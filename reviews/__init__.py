@@ -1,1 +1,1 @@
-"""Review queue for low-confidence strategies (see issue: learning loop). Not built yet."""
+"""Review queue items, decisions and the audit log."""

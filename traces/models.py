@@ -103,6 +103,9 @@ class Step(models.Model):
         FINAL = "final"
         FALLBACK = "fallback"
         STOPPED = "stopped"
+        RETRIEVAL = "retrieval"
+        DRAFT = "draft"
+        GRADE = "grade"
 
     class ActionType(models.TextChoices):
         TOOL = "tool"

@@ -66,6 +66,22 @@ class TraceRecorder:
             tool_name=tool_name, error_type="TIMEOUT", created_at__gte=since
         ).acount()
 
+    async def cache_store(
+        self, signature: str, tool_name: str, arguments: dict[str, Any], body: str
+    ) -> None:
+        from agents.models import ToolResultCache
+
+        await ToolResultCache.objects.aupdate_or_create(
+            signature=signature,
+            defaults={"tool_name": tool_name, "arguments": arguments, "body": body[:100_000]},
+        )
+
+    async def cache_get(self, signature: str) -> str | None:
+        from agents.models import ToolResultCache
+
+        row = await ToolResultCache.objects.filter(signature=signature).afirst()
+        return row.body if row else None
+
     async def tool_suspend(self, tool_name: str, *, minutes: int, timeouts: int) -> None:
         from asgiref.sync import sync_to_async
 

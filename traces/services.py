@@ -33,7 +33,7 @@ def trace_create(
     created_by_id: int | None = None,
     source: str = "api",
 ) -> Trace:
-    return Trace.objects.create(
+    trace = Trace(
         agent_id=agent_id,
         query=query,
         query_hash=query_hash(query),
@@ -44,6 +44,14 @@ def trace_create(
         created_by_id=created_by_id,
         source=source,
     )
+    # A stable bucket 0..99 per run: canary rollouts route by it.
+    trace.policy_bucket = trace.id.int % 100
+    trace.save(force_insert=True)
+    return trace
+
+
+def trace_set_policy(*, trace_id: str, version: str) -> None:
+    Trace.objects.filter(pk=trace_id).update(policy_version=version)
 
 
 def trace_mark_running(*, trace_id: str) -> bool:

@@ -37,3 +37,23 @@ class Reflection(BaseModel):
     expectation_met: bool
     likely_cause: str = Field(default="", max_length=1000)
     next: Literal["continue", "switch", "stop"] = "continue"
+
+
+class RagDraft(BaseModel):
+    """A Self-RAG draft answer, written only from the retrieved documents."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    answer: str = Field(min_length=1, max_length=8000)
+    cited_slugs: list[str] = Field(default_factory=list, max_length=20)
+
+
+class RagGrade(BaseModel):
+    """The Self-RAG self-grade of a draft against the question and the documents."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    is_grounded: bool
+    is_helpful: bool
+    critique: str = Field(default="", max_length=2000)
+    improved_search_query: str | None = Field(default=None, max_length=500)

@@ -7,6 +7,11 @@ request it guesses an intent and entities with plain regular expressions, plans 
 tool call from the rounds shown in the prompt, and answers only with facts found in
 observations.
 
+For the Self-RAG prompts it drafts by quoting the retrieved document sentences that share
+the most key words with the question (or says it does not know), and grades strictly:
+grounded only when every draft sentence is near-verbatim in the documents, helpful only
+when the draft contains every key word of the question.
+
 Randomness comes from one ``random.Random`` seeded from (seed, sha256 of the prompt,
 purpose), so the same prompt and seed always give the same text. It makes the mistakes
 real models make (``error_rates``) and, with probability ``hint_follow_rate``, avoids a
@@ -16,11 +21,13 @@ mistake when a strategy hint in the prompt mentions it.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hashlib
 import json
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -28,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agents.llm.base import ChatMessage, LLMError, LLMResponse, LLMUsage
-from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
+from agents.llm.schemas import FINAL_ANSWER, RagDraft, RagGrade, ReasoningStep, Reflection
 from agents.prompts import canonical_json
 
 MISTAKES = ("skip_tool", "name_for_sku", "string_for_int", "repeat_action", "malformed_json")
@@ -175,15 +182,30 @@ class SimulatedLLM:
         self.hint_follow_rate = float(hint_follow_rate)
         self.latency_ms = latency_ms
 
+    def _reflexion_text(self, prompt: str, rng: random.Random) -> str:
+        from agents.llm.simulated_reflexion import reflexion_text
+
+        return reflexion_text(
+            prompt, rng, vague_rate=float(self.error_rates.get("vague_reflexion", 0.0))
+        )
+
     async def complete(
         self, *, messages: list[ChatMessage], schema: type[BaseModel], purpose: str
     ) -> LLMResponse:
-        """Answer one reasoning or reflection prompt with JSON text (or, by design, not)."""
+        """Answer one reasoning, reflection or Self-RAG prompt with JSON text (or, by design,
+        not)."""
         started = time.perf_counter()
+        answer: Callable[[str, random.Random], str]
         if issubclass(schema, ReasoningStep):
             answer = self._reasoning_text
         elif issubclass(schema, Reflection):
             answer = self._reflection_text
+        elif issubclass(schema, RagDraft):
+            answer = self._rag_draft_text
+        elif issubclass(schema, RagGrade):
+            answer = self._rag_grade_text
+        elif schema.__name__ == "ReflexionOutput":
+            answer = self._reflexion_text
         else:
             raise LLMError(
                 f"simulated backend cannot answer schema {schema.__name__}", transient=False
@@ -222,6 +244,18 @@ class SimulatedLLM:
     def _reflection_text(self, body: str, rng: random.Random) -> str:
         return json.dumps(reflect(parse_reflection_prompt(body)), ensure_ascii=False)
 
+    def _rag_draft_text(self, body: str, rng: random.Random) -> str:
+        return self._maybe_malformed(rag_draft(parse_rag_prompt(body)), rng)
+
+    def _rag_grade_text(self, body: str, rng: random.Random) -> str:
+        return self._maybe_malformed(rag_grade(parse_rag_prompt(body)), rng)
+
+    def _maybe_malformed(self, payload: dict[str, Any], rng: random.Random) -> str:
+        """Self-RAG prompts carry no hints, so the only mistake that applies is broken JSON."""
+        if rng.random() < self.error_rates.get("malformed_json", 0.0):
+            return _malformed(payload, rng)
+        return json.dumps(payload, ensure_ascii=False)
+
     def _draw_mistake(
         self, prompt: ReasoningPrompt, decision: Decision, rng: random.Random
     ) -> tuple[str | None, Decision]:
@@ -243,9 +277,10 @@ def estimate_tokens(text: str) -> int:
 
 
 def _prompt_body(messages: list[ChatMessage]) -> str:
-    """The ReAct prompt among the messages: the last one with a ReAct heading, else the last."""
+    """The prompt among the messages: the last one with a ReAct or Self-RAG heading, else
+    the last."""
     for message in reversed(messages):
-        if message.content.lstrip().startswith("# ReAct"):
+        if message.content.lstrip().startswith(("# ReAct", "# Self-RAG")):
             return message.content
     return messages[-1].content if messages else ""
 
@@ -1595,3 +1630,203 @@ def _cause(error_type: str, prompt: ReflectionPrompt) -> str:
     elif expected:
         cause += f" (expected {expected})"
     return cause
+
+
+# --- Self-RAG ------------------------------------------------------------------------
+
+_RAG_SECTION_RE = re.compile(
+    r"^## (Question|Retrieved documents|Draft answer|Instructions)[ \t]*$", re.MULTILINE
+)
+_RAG_DOC_RE = re.compile(r"^### \[([^\]\n]+)\] ?(.*)$", re.MULTILINE)
+_RAG_WORD_RE = re.compile(r"[a-z0-9]+(?:[.,'][a-z0-9]+)*")
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_ABSTAIN_RE = re.compile(
+    r"\b(i don't know|i do not know|don't have (?:that|this) information|not covered|"
+    r"do not cover|don't cover|cannot answer|can't answer)\b",
+    re.IGNORECASE,
+)
+# Words that say what kind of question it is, not what it is about. A question's key
+# words are the rest, and a helpful draft must contain every one of them.
+_RAG_STOPWORDS = _word_set(
+    """a about after again all also am an and any are as at be been before being but by can
+    could did do does doing for from get gets got had has have having he her here him his how
+    i i'd i'm if in into is it it's its just know let me more most much many my need no not
+    of on once one only or our out over please should so some tell than thank thanks that
+    the their them then there these they this those to too want was we were what what's when
+    where which while who whom why will with would you your yours"""
+)
+# "How long" asks for a duration; "long" is not a topic the draft must repeat.
+_QUESTION_FORM_RE = re.compile(r"\bhow (?:long|many|much|often|soon|far)\b", re.IGNORECASE)
+ABSTAIN_ANSWER = "I don't know: the help articles I found do not cover this question."
+MAX_DRAFT_SENTENCES = 3
+NEAR_VERBATIM_RATIO = 0.85
+
+
+@dataclass
+class RagDoc:
+    slug: str
+    title: str
+    text: str
+
+
+@dataclass
+class RagPrompt:
+    question: str
+    docs: list[RagDoc]
+    draft: str = ""
+
+
+def parse_rag_prompt(body: str) -> RagPrompt:
+    """Read the Question, Retrieved documents and Draft answer sections."""
+    matches = list(_RAG_SECTION_RE.finditer(body))
+    sections: dict[str, str] = {}
+    for index, match in enumerate(matches):
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(body)
+        content = body[match.end() : end].strip("\n")
+        sections.setdefault(match.group(1), "" if content.strip() == "- (none)" else content)
+    listing = sections.get("Retrieved documents", "")
+    headings = list(_RAG_DOC_RE.finditer(listing))
+    docs = [
+        RagDoc(
+            slug=heading.group(1).strip(),
+            title=heading.group(2).strip(),
+            text=listing[
+                heading.end() : headings[i + 1].start() if i + 1 < len(headings) else None
+            ].strip(),
+        )
+        for i, heading in enumerate(headings)
+    ]
+    return RagPrompt(
+        question=sections.get("Question", "").strip(),
+        docs=docs,
+        draft=sections.get("Draft answer", "").strip(),
+    )
+
+
+def _fold(word: str) -> str:
+    """A crude stemmer, enough for "returned" to meet "return" and "items" "item"."""
+    if word.endswith("'s"):
+        word = word[:-2]
+    if len(word) > 4 and word.endswith("ies"):
+        word = word[:-3] + "y"
+    elif len(word) > 5 and word.endswith("ing"):
+        word = word[:-3]
+    elif len(word) > 4 and word.endswith(("ed", "es")):
+        word = word[:-2]
+    elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+        word = word[:-1]
+    if len(word) > 3 and word.endswith("e"):
+        word = word[:-1]
+    return word
+
+
+def _rag_words(text: str) -> list[str]:
+    return _RAG_WORD_RE.findall(text.lower())
+
+
+def key_terms(text: str) -> dict[str, str]:
+    """The content words of ``text``: folded form -> the first word that folded to it."""
+    terms: dict[str, str] = {}
+    for word in _rag_words(text):
+        if word not in _RAG_STOPWORDS and len(word) > 1:
+            terms.setdefault(_fold(word), word)
+    return terms
+
+
+def question_key_terms(question: str) -> dict[str, str]:
+    """The key terms of a question, without its question form ("how long", ...)."""
+    return key_terms(_QUESTION_FORM_RE.sub(" ", question))
+
+
+def _sentences(text: str) -> list[str]:
+    return [part.strip() for part in _SENTENCE_SPLIT_RE.split(" ".join(text.split())) if part]
+
+
+def rag_draft(prompt: RagPrompt) -> dict[str, Any]:
+    """Quote the document sentences that share the most key words with the question,
+    greedily covering as many of its key words as possible; abstain when none shares one."""
+    wanted = set(question_key_terms(prompt.question))
+    candidates = [
+        (doc_index, position, sentence, set(key_terms(sentence)) & wanted)
+        for doc_index, doc in enumerate(prompt.docs)
+        for position, sentence in enumerate(_sentences(doc.text))
+    ]
+    covered: set[str] = set()
+    chosen: list[tuple[int, int, str]] = []
+    while len(chosen) < MAX_DRAFT_SENTENCES:
+        best = max(
+            (c for c in candidates if c[3] - covered),
+            key=lambda c: (len(c[3] - covered), -c[0], -c[1]),
+            default=None,
+        )
+        if best is None:
+            break
+        chosen.append((best[0], best[1], best[2]))
+        covered |= best[3]
+        candidates.remove(best)
+    if not chosen:
+        return {"answer": ABSTAIN_ANSWER, "cited_slugs": []}
+    chosen.sort()
+    slugs = _unique([prompt.docs[doc_index].slug for doc_index, _, _ in chosen])
+    return {"answer": " ".join(sentence for _, _, sentence in chosen), "cited_slugs": slugs}
+
+
+def _sentence_supported(sentence: str, doc_sentences: list[list[str]], evidence: str) -> bool:
+    """Near-verbatim: the sentence's words match one document sentence closely, and every
+    number it states appears in the documents."""
+    words = _rag_words(sentence)
+    if not words:
+        return True
+    if any(ch.isdigit() for ch in sentence):
+        numbers = re.findall(r"\d+(?:[.,]\d+)*", sentence)
+        if any(number not in evidence for number in numbers):
+            return False
+    return any(
+        difflib.SequenceMatcher(None, words, candidate, autojunk=False).ratio()
+        >= NEAR_VERBATIM_RATIO
+        for candidate in doc_sentences
+    )
+
+
+def rag_grade(prompt: RagPrompt) -> dict[str, Any]:
+    """A strict check: grounded when every draft sentence is near-verbatim in the
+    documents, helpful when the draft contains every key word of the question."""
+    evidence = " ".join(doc.text for doc in prompt.docs)
+    doc_sentences = [_rag_words(s) for doc in prompt.docs for s in _sentences(doc.text)]
+    abstains = bool(_ABSTAIN_RE.search(prompt.draft))
+    # An abstention states nothing the documents could contradict.
+    unsupported = (
+        []
+        if abstains
+        else [
+            s
+            for s in _sentences(prompt.draft)
+            if not _sentence_supported(s, doc_sentences, evidence)
+        ]
+    )
+    wanted = question_key_terms(prompt.question)
+    draft_terms = key_terms(prompt.draft)
+    missing = [word for term, word in wanted.items() if abstains or term not in draft_terms]
+    grounded = bool(prompt.draft) and not unsupported
+    helpful = bool(prompt.draft) and not abstains and not missing
+    critique: list[str] = []
+    if unsupported:
+        quoted = "; ".join(f'"{s[:120]}"' for s in unsupported[:3])
+        critique.append(f"Not supported by the documents: {quoted}.")
+    if abstains:
+        critique.append("The draft does not answer the question.")
+    if missing:
+        critique.append(f"The question asks about {', '.join(missing)}, which the draft lacks.")
+    if not prompt.docs:
+        critique.append("No documents were retrieved.")
+    improved = None
+    if not helpful:
+        improved = " ".join(_unique([*missing, *wanted.values()])) or None
+    return {
+        "is_grounded": grounded,
+        "is_helpful": helpful,
+        "critique": " ".join(critique) or "The draft is supported and answers the question.",
+        "improved_search_query": improved,
+    }

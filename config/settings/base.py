@@ -218,3 +218,14 @@ LOGGING = {
         "django.channels.server": {"level": "WARNING"},
     },
 }
+
+# --- Reflexion ---------------------------------------------------------------------
+REFLEXION_ENABLED = env.bool("REFLEXION_ENABLED", default=True)
+# Approve strategies that pass their replay without a person (the default asks a reviewer).
+REFLEXION_AUTO_APPROVE = env.bool("REFLEXION_AUTO_APPROVE", default=False)
+REFLEXION_DEBOUNCE_SECONDS = env.int("REFLEXION_DEBOUNCE_SECONDS", default=30)
+
+if REDIS_URL:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }

@@ -17,3 +17,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Tests call Reflexion explicitly; no background jobs racing the test database.
+REFLEXION_ENABLED = False
+REFLEXION_DEBOUNCE_SECONDS = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -12,9 +13,16 @@ from pydantic import BaseModel, ValidationError
 
 from agents.builtin_tools import compare_prices  # noqa: F401  (registers the tool)
 from agents.llm.base import LLMError, LLMResponse
-from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
+from agents.llm.schemas import FINAL_ANSWER, RagDraft, RagGrade, ReasoningStep, Reflection
 from agents.llm.simulated import MISTAKES, SimulatedLLM
-from agents.prompts import RoundRecord, ToolSpec, reasoning_messages, reflection_messages
+from agents.prompts import (
+    RoundRecord,
+    ToolSpec,
+    rag_draft_messages,
+    rag_grade_messages,
+    reasoning_messages,
+    reflection_messages,
+)
 from agents.registry import registered_python_tool
 from agents.tool_catalog import SANDBOX_TOOLS
 
@@ -740,3 +748,149 @@ def test_reflection_judges_the_observation(rnd, met, next_move, cause):
 
     assert (result.expectation_met, result.next) == (met, next_move)
     assert result.likely_cause.startswith(cause)
+
+
+# --- Self-RAG drafts and grades -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Doc:
+    slug: str
+    title: str
+    snippet: str
+
+
+RETURNS_DOC = Doc(
+    "returns-window",
+    "Returning an item",
+    "Most items can be returned within 45 days of delivery. Refunds go to the original "
+    "payment method. Sale items are final.",
+)
+GIFT_DOC = Doc(
+    "gift-wrap",
+    "Gift wrapping",
+    "Gift wrapping costs $4 per item and can be added at checkout.",
+)
+
+
+def rag_complete(
+    schema: type[BaseModel],
+    question: str,
+    docs: list[Doc],
+    draft: str = "",
+    *,
+    seed: int = 7,
+    rates: dict[str, float] | None = None,
+) -> LLMResponse:
+    llm = SimulatedLLM(seed=seed, error_rates=rates or NO_MISTAKES, hint_follow_rate=0.0)
+    if schema is RagDraft:
+        messages = rag_draft_messages(question=question, docs=docs)
+    else:
+        messages = rag_grade_messages(question=question, docs=docs, draft=draft)
+    return asyncio.run(llm.complete(messages=messages, schema=schema, purpose="rag"))
+
+
+def rag_draft_of(question: str, docs: list[Doc]) -> RagDraft:
+    return RagDraft.model_validate_json(rag_complete(RagDraft, question, docs).text)
+
+
+def rag_grade_of(question: str, docs: list[Doc], draft: str) -> RagGrade:
+    return RagGrade.model_validate_json(rag_complete(RagGrade, question, docs, draft).text)
+
+
+def test_rag_draft_quotes_the_overlapping_sentence_and_cites_its_document():
+    draft = rag_draft_of("How many days do I have to return an item?", [GIFT_DOC, RETURNS_DOC])
+
+    assert draft.answer == "Most items can be returned within 45 days of delivery."
+    assert draft.cited_slugs == ["returns-window"]
+
+
+def test_rag_draft_covers_the_question_across_documents():
+    draft = rag_draft_of("Can I return gift wrapping?", [RETURNS_DOC, GIFT_DOC])
+
+    assert "returned within 45 days" in draft.answer
+    assert "Gift wrapping costs $4" in draft.answer
+    assert draft.cited_slugs == ["returns-window", "gift-wrap"]
+
+
+@pytest.mark.parametrize("docs", [[], [GIFT_DOC]])
+def test_rag_draft_says_it_does_not_know_when_nothing_overlaps(docs):
+    draft = rag_draft_of("Do you ship to Antarctica?", docs)
+
+    assert draft.answer.startswith("I don't know")
+    assert draft.cited_slugs == []
+
+
+@pytest.mark.parametrize(
+    "draft",
+    [
+        "Most items can be returned within 45 days of delivery.",
+        "Most items can be returned within 45 days of their delivery.",
+        "most items can be returned within 45 days of delivery",
+    ],
+)
+def test_rag_grade_accepts_a_near_verbatim_draft(draft):
+    grade = rag_grade_of("How many days do I have to return an item?", [RETURNS_DOC], draft)
+
+    assert (grade.is_grounded, grade.is_helpful) == (True, True)
+    assert grade.improved_search_query is None
+
+
+@pytest.mark.parametrize(
+    "draft",
+    [
+        "Most items can be returned within 60 days of delivery.",
+        "Items can be returned within 45 days and we pay the return shipping.",
+        "Most items can be returned within 45 days of delivery. Returns are always free.",
+    ],
+)
+def test_rag_grade_rejects_a_draft_with_an_unsupported_sentence(draft):
+    grade = rag_grade_of("How many days do I have to return an item?", [RETURNS_DOC], draft)
+
+    assert grade.is_grounded is False
+    assert "Not supported" in grade.critique
+
+
+def test_rag_grade_is_unhelpful_when_a_key_word_of_the_question_is_missing():
+    question = "How many days do I have to return an item bought on sale?"
+    draft = "Most items can be returned within 45 days of delivery."
+
+    grade = rag_grade_of(question, [RETURNS_DOC], draft)
+
+    assert (grade.is_grounded, grade.is_helpful) == (True, False)
+    assert "bought" in grade.critique and "sale" in grade.critique
+    assert grade.improved_search_query is not None
+    assert grade.improved_search_query.split()[:2] == ["bought", "sale"]
+    assert {"days", "return", "item"} <= set(grade.improved_search_query.split())
+
+
+def test_rag_grade_calls_an_abstention_grounded_but_not_helpful():
+    draft = "I don't know: the help articles I found do not cover this question."
+
+    grade = rag_grade_of("Do you ship to Antarctica?", [GIFT_DOC], draft)
+
+    assert (grade.is_grounded, grade.is_helpful) == (True, False)
+    assert grade.improved_search_query == "ship antarctica"
+
+
+def test_rag_answers_are_deterministic_per_seed_and_prompt():
+    rates = dict.fromkeys(MISTAKES, 0.5)
+    question = "How many days do I have to return an item?"
+
+    texts = {
+        rag_complete(RagGrade, question, [RETURNS_DOC], "Most items.", rates=rates).text
+        for _ in range(5)
+    }
+
+    assert len(texts) == 1
+
+
+@pytest.mark.parametrize("schema", [RagDraft, RagGrade])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_rag_output_is_malformed_at_rate_one(schema, seed):
+    rates = {**NO_MISTAKES, "malformed_json": 1.0}
+
+    response = rag_complete(schema, "Can I return it?", [RETURNS_DOC], "x", seed=seed, rates=rates)
+
+    with pytest.raises(ValidationError):
+        schema.model_validate_json(response.text)

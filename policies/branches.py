@@ -1,0 +1,175 @@
+"""What a strategy's ``branch`` may contain, per kind, and how branches compile into the
+``RuntimePolicy`` the runtime applies.
+
+A branch that does not validate here is not actionable: the quality gate rejects it, import
+refuses it, and the compiler never sees it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from agents.policy_runtime import (
+    ERROR_HANDLER_ACTIONS,
+    TRANSFORMS,
+    AdapterRule,
+    ErrorHandler,
+    HintRule,
+    PreCondition,
+    RuntimePolicy,
+    ValidationRule,
+)
+
+KINDS = ("pre_condition", "validation_rule", "error_handler", "adapter", "prompt_hint")
+
+# Keys each kind's branch must / may have (besides the scope keys tool and intent).
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "pre_condition": ("arg", "not_pattern", "call", "input", "take", "assign"),
+    "validation_rule": ("schema",),
+    "error_handler": ("on", "action"),
+    "adapter": ("field", "transform"),
+    "prompt_hint": ("text",),
+}
+_OPTIONAL: dict[str, tuple[str, ...]] = {
+    "pre_condition": (),
+    "validation_rule": (),
+    "error_handler": ("call", "input", "transform", "max_retries"),
+    "adapter": (),
+    "prompt_hint": ("error_type",),
+}
+_SCOPE = ("tool", "intent")
+
+
+def branch_errors(kind: str, branch: Any) -> list[str]:
+    """Every reason ``branch`` cannot be applied; empty when it compiles."""
+    if kind not in KINDS:
+        return [f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}"]
+    if not isinstance(branch, dict):
+        return ["branch must be a mapping"]
+    errors = [f"missing {key!r}" for key in _REQUIRED[kind] if key not in branch]
+    allowed = set(_REQUIRED[kind]) | set(_OPTIONAL[kind]) | set(_SCOPE)
+    errors += [f"unexpected key {key!r}" for key in sorted(set(branch) - allowed)]
+    if errors:
+        return errors
+    if kind in ("pre_condition", "validation_rule", "error_handler", "adapter") and not branch.get(
+        "tool"
+    ):
+        errors.append(f"a {kind} needs the tool it applies to")
+    if kind == "pre_condition":
+        try:
+            re.compile(branch["not_pattern"])
+        except (re.error, TypeError) as exc:
+            errors.append(f"not_pattern is not a regex: {exc}")
+        if not isinstance(branch["input"], dict):
+            errors.append("input must be a mapping")
+        if branch["call"] == branch.get("tool"):
+            errors.append("a pre_condition must call a different tool")
+    elif kind == "validation_rule":
+        if not isinstance(branch["schema"], dict) or not branch["schema"]:
+            errors.append("schema must be a non-empty JSON Schema object")
+        else:
+            try:
+                Draft202012Validator.check_schema(branch["schema"])
+            except SchemaError as exc:
+                errors.append(f"schema is invalid: {exc.message}")
+    elif kind == "error_handler":
+        if branch["action"] not in ERROR_HANDLER_ACTIONS:
+            errors.append(f"action must be one of {', '.join(ERROR_HANDLER_ACTIONS)}")
+        if branch["action"] == "call_tool" and not branch.get("call"):
+            errors.append("call_tool needs 'call'")
+        if int(branch.get("max_retries", 1)) > 1:
+            errors.append("at most 1 retry is allowed")
+    elif kind == "adapter":
+        if branch["transform"] not in TRANSFORMS:
+            errors.append(f"transform must be one of {', '.join(sorted(TRANSFORMS))}")
+    elif kind == "prompt_hint":
+        text = branch["text"]
+        if not isinstance(text, str) or not 8 <= len(text.strip()) <= 300:
+            errors.append("text must be 8..300 characters")
+    return errors
+
+
+def branch_signature(kind: str, branch: dict[str, Any]) -> str:
+    """Identity for dedupe: the same kind and rule content, whatever the wording."""
+    canonical = json.dumps({"kind": kind, **branch}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def branch_slot(kind: str, branch: dict[str, Any]) -> str:
+    """Where a branch sits in the tree: two branches in one slot compete (EDIT, not ADD)."""
+    key = {
+        "pre_condition": branch.get("assign", ""),
+        "validation_rule": json.dumps(branch.get("schema", {}), sort_keys=True)[:60],
+        "error_handler": branch.get("on", ""),
+        "adapter": branch.get("field", ""),
+        "prompt_hint": branch.get("error_type", "") or branch.get("text", "")[:40],
+    }[kind]
+    return f"{kind}|{branch.get('tool', '')}|{branch.get('intent', '')}|{key}"
+
+
+def runtime_policy_compile(
+    *, version: str, strategies: Iterable[tuple[int, str, dict[str, Any], str]]
+) -> RuntimePolicy:
+    """Compile (id, kind, branch, error_type) tuples; invalid branches are skipped."""
+    hints: list[HintRule] = []
+    adapters: dict[str, list[AdapterRule]] = defaultdict(list)
+    rules: dict[str, list[ValidationRule]] = defaultdict(list)
+    pre: dict[str, list[PreCondition]] = defaultdict(list)
+    handlers: dict[str, list[ErrorHandler]] = defaultdict(list)
+    for strategy_id, kind, branch, error_type in strategies:
+        if branch_errors(kind, branch):
+            continue
+        tool = branch.get("tool", "")
+        if kind == "prompt_hint":
+            hints.append(
+                HintRule(
+                    strategy_id,
+                    branch["text"].strip(),
+                    tool,
+                    branch.get("intent", ""),
+                    branch.get("error_type", error_type),
+                )
+            )
+        elif kind == "adapter":
+            adapters[tool].append(AdapterRule(strategy_id, branch["field"], branch["transform"]))
+        elif kind == "validation_rule":
+            rules[tool].append(ValidationRule(strategy_id, branch["schema"]))
+        elif kind == "pre_condition":
+            pre[tool].append(
+                PreCondition(
+                    strategy_id,
+                    branch["arg"],
+                    branch["not_pattern"],
+                    branch["call"],
+                    dict(branch["input"]),
+                    branch["take"],
+                    branch["assign"],
+                )
+            )
+        elif kind == "error_handler":
+            handlers[tool].append(
+                ErrorHandler(
+                    strategy_id,
+                    branch["on"],
+                    branch["action"],
+                    branch.get("call", ""),
+                    dict(branch.get("input", {})),
+                    dict(branch.get("transform", {})),
+                )
+            )
+    return RuntimePolicy(
+        version=version,
+        hints=tuple(hints),
+        adapters={k: tuple(v) for k, v in adapters.items()},
+        validation_rules={k: tuple(v) for k, v in rules.items()},
+        pre_conditions={k: tuple(v) for k, v in pre.items()},
+        error_handlers={k: tuple(v) for k, v in handlers.items()},
+    )

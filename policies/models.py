@@ -1,0 +1,170 @@
+"""The versioned policy tree: policies (scopes), strategies (branches) and immutable versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Policy(models.Model):
+    """A scope of strategies: an intent and/or a tool (both blank = global)."""
+
+    intent = models.CharField(max_length=40, blank=True)
+    tool_name = models.CharField(max_length=64, blank=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tool_name", "intent"]
+        constraints = [
+            models.UniqueConstraint(fields=["intent", "tool_name"], name="policy_unique_scope")
+        ]
+        verbose_name_plural = "policies"
+
+    def __str__(self) -> str:
+        return f"policy tool={self.tool_name or '*'} intent={self.intent or '*'}"
+
+
+class Strategy(models.Model):
+    """One branch of the tree: a machine-applicable rule plus why it exists and how it fares."""
+
+    class Kind(models.TextChoices):
+        PRE_CONDITION = "pre_condition"
+        VALIDATION_RULE = "validation_rule"
+        ERROR_HANDLER = "error_handler"
+        ADAPTER = "adapter"
+        PROMPT_HINT = "prompt_hint"
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed"
+        IN_REVIEW = "in_review"
+        APPROVED = "approved"
+        ACTIVE = "active"
+        DEPRECATED = "deprecated"
+        REJECTED = "rejected"
+
+    class Replay(models.TextChoices):
+        NOT_RUN = "not_run"
+        PASSED = "passed"
+        FAILED = "failed"
+
+    policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="strategies")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    tool_name = models.CharField(max_length=64, blank=True)
+    intent = models.CharField(max_length=40, blank=True)
+    error_type = models.CharField(max_length=40, blank=True)
+    root_cause = models.CharField(max_length=200)
+    strategy_update = models.CharField(max_length=250)
+    branch = models.JSONField(help_text="The machine-applicable rule; its shape depends on kind.")
+    signature = models.CharField(max_length=64, db_index=True)
+    confidence = models.FloatField(default=0.7)
+    status = models.CharField(
+        max_length=12, choices=Status.choices, default=Status.PROPOSED, db_index=True
+    )
+    applications = models.PositiveIntegerField(default=0)
+    successes = models.PositiveIntegerField(default=0)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    agree_count = models.PositiveIntegerField(default=1)
+    origin = models.CharField(max_length=40, help_text="analyzer:<name>, llm, import, human")
+    replay_status = models.CharField(max_length=8, choices=Replay.choices, default=Replay.NOT_RUN)
+    replay_detail = models.TextField(blank=True)
+    needs_review = models.BooleanField(default=False)
+    source_traces = models.ManyToManyField("traces.Trace", related_name="strategies", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "strategies"
+
+    def __str__(self) -> str:
+        return f"S{self.pk} {self.kind} {self.tool_name or '*'} {self.error_type}".strip()
+
+    @property
+    def label(self) -> str:
+        return f"S{self.pk}"
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.successes / self.applications if self.applications else None
+
+
+class PolicyVersion(models.Model):
+    """An immutable snapshot of the tree as YAML; at most one is active."""
+
+    class AuthorKind(models.TextChoices):
+        INITIAL = "initial"
+        REVIEWER = "reviewer"
+        AUTO_MERGE = "auto_merge"
+        IMPORT = "import"
+
+    number = models.PositiveIntegerField(unique=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    author_kind = models.CharField(max_length=12, choices=AuthorKind.choices)
+    strategies = models.ManyToManyField(Strategy, related_name="versions", blank=True)
+    source_strategies = models.ManyToManyField(
+        Strategy,
+        related_name="introduced_in",
+        blank=True,
+        help_text="The strategies whose approval produced this version.",
+    )
+    document = models.TextField()
+    checksum = models.CharField(max_length=64)
+    note = models.CharField(max_length=200, blank=True)
+    is_active = models.BooleanField(default=False, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_active"],
+                condition=models.Q(is_active=True),
+                name="policyversion_one_active",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"v{self.number}" + (" (active)" if self.is_active else "")
+
+    @property
+    def label(self) -> str:
+        return f"v{self.number}"
+
+
+class ReflexionProposal(models.Model):
+    """Every proposal the Reflexion engine produced, accepted or not, with its reason."""
+
+    class Outcome(models.TextChoices):
+        ADDED = "added"
+        AGREED = "agreed"
+        EDITED = "edited"
+        REJECTED = "rejected"
+        STOPPED = "stopped"  # negative-feedback guard
+
+    trace = models.ForeignKey("traces.Trace", on_delete=models.CASCADE, related_name="proposals")
+    step_number = models.PositiveIntegerField(null=True, blank=True)
+    error_type = models.CharField(max_length=40)
+    error_signature = models.CharField(max_length=200, db_index=True)
+    origin = models.CharField(max_length=40)
+    payload: Any = models.JSONField()
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    reason = models.TextField(blank=True)
+    gate_results = models.JSONField(default=dict, blank=True)
+    strategy = models.ForeignKey(
+        Strategy, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.origin} {self.error_type} -> {self.outcome}"

@@ -1,0 +1,575 @@
+"""The Reflexion engine: failed trace -> analyzers or LLM reflexion -> quality gates ->
+dedupe (ADD / AGREE / EDIT) -> replay -> a Strategy, or a recorded rejection.
+
+It runs after a run ends (never in the middle of a tool call), debounced per error
+signature, on the ``reflexion`` queue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from pydantic import BaseModel, Field
+
+from agents.llm.base import ChatMessage, LLMError
+from agents.llm.factory import llm_client_build
+from agents.models import Tool
+from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
+from policies.models import Policy, ReflexionProposal, Strategy
+from policies.selectors import strategies_citable
+from policies.services import CONFIDENCE_START, audit, strategy_activate
+from reviews.models import ReviewItem
+from traces.models import Trace
+
+logger = logging.getLogger(__name__)
+
+REFLEXION_HEADING = "# Reflexion analysis"
+CONSTRAINTS = [
+    "The whole run must finish within 3 s.",
+    "At most 1 retry of any call.",
+    "An INTERNAL_SERVER_ERROR degrades to cached data or a human, never to a retry.",
+]
+# Failures the runtime itself ends on; nothing a branch could fix inside a tool call.
+NOT_LEARNABLE = frozenset({"LLM_ERROR", "RUN_TIME_LIMIT", "UNKNOWN", "TOOL_SUSPENDED"})
+# How many failed attempts on one error signature before the loop stops and asks a human.
+NEGATIVE_FEEDBACK_LIMIT = 2
+
+
+class ReflexionOutput(BaseModel):
+    """What the LLM reflexion must return."""
+
+    root_cause: str = Field(max_length=200)
+    strategy_update: str = Field(max_length=250)
+    kind: str
+    branch: dict[str, Any]
+    cited_trace_ids: list[str] = Field(default_factory=list)
+    cited_fields: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FailureFacts:
+    """One classified failed step and its run, as Reflexion sees them."""
+
+    trace_id: str
+    query: str
+    agent_id: int
+    step_number: int
+    tool: str
+    action_input: dict[str, Any]
+    endpoint: str
+    status_code: int | None
+    error_type: str
+    response_summary: str
+    error_detail: str
+
+    @property
+    def signature(self) -> str:
+        return f"{self.error_type}|{self.tool or '-'}"
+
+    def field_values(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id,
+            "query": self.query,
+            "tool": self.tool,
+            "action_input": self.action_input,
+            "endpoint": self.endpoint,
+            "status_code": self.status_code,
+            "error_type": self.error_type,
+            "response_summary": self.response_summary,
+            "error_detail": self.error_detail,
+            **{f"action_input.{k}": v for k, v in self.action_input.items()},
+        }
+
+
+@dataclass
+class Proposal:
+    kind: str
+    branch: dict[str, Any]
+    root_cause: str
+    strategy_update: str
+    origin: str
+    cited_trace_ids: list[str] = field(default_factory=list)
+    cited_fields: list[str] = field(default_factory=list)
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "branch": self.branch,
+            "root_cause": self.root_cause,
+            "strategy_update": self.strategy_update,
+            "cited_trace_ids": self.cited_trace_ids,
+            "cited_fields": self.cited_fields,
+        }
+
+
+def failures_of_trace(trace: Trace) -> list[FailureFacts]:
+    """Classified failed steps, first occurrence per error signature."""
+    seen: set[str] = set()
+    facts = []
+    for step in trace.steps.filter(ok=False).exclude(error_type="").order_by("step_number"):
+        fact = FailureFacts(
+            trace_id=str(trace.pk),
+            query=trace.query,
+            agent_id=trace.agent_id,
+            step_number=step.step_number,
+            tool=step.tool_name,
+            action_input=step.action_input or {},
+            endpoint=step.endpoint,
+            status_code=step.status_code,
+            error_type=step.error_type,
+            response_summary=step.response_summary or "",
+            error_detail=step.error_detail or "",
+        )
+        if fact.error_type in NOT_LEARNABLE or fact.signature in seen:
+            continue
+        seen.add(fact.signature)
+        facts.append(fact)
+    return facts
+
+
+# --- deterministic analyzers ---------------------------------------------------------
+def _body_json(facts: FailureFacts) -> dict[str, Any]:
+    for text in (facts.response_summary, facts.error_detail):
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return data
+    return {}
+
+
+def analyze_type_mismatch(facts: FailureFacts) -> Proposal | None:
+    """A 400 naming an integer field -> an adapter converting that argument."""
+    if facts.error_type != "TYPE_MISMATCH" or facts.status_code != 400 or not facts.tool:
+        return None
+    body = _body_json(facts)
+    name = body.get("field")
+    if body.get("expected_type") != "integer" or name not in facts.action_input:
+        return None
+    return Proposal(
+        kind="adapter",
+        branch={"tool": facts.tool, "field": name, "transform": "digits_to_int"},
+        root_cause=f"{facts.tool} now requires integer {name}",
+        strategy_update=f"Convert {name} to its integer digits before calling {facts.tool}",
+        origin="analyzer:type_mismatch",
+        cited_trace_ids=[facts.trace_id],
+        cited_fields=["status_code", "response_summary", f"action_input.{name}"],
+    )
+
+
+def analyze_missing_field(facts: FailureFacts) -> Proposal | None:
+    """A missing required field -> a validation rule requiring it before the call."""
+    if facts.error_type != "MISSING_REQUIRED_FIELD" or not facts.tool:
+        return None
+    name = _body_json(facts).get("field")
+    if not name:
+        match = re.search(r"'([A-Za-z_][\w]*)' is a required property", facts.error_detail)
+        name = match.group(1) if match else None
+    if not name:
+        return None
+    return Proposal(
+        kind="validation_rule",
+        branch={"tool": facts.tool, "schema": {"required": [name]}},
+        root_cause=f"{facts.tool} called without required {name}",
+        strategy_update=f"Validate that {name} is present before calling {facts.tool}",
+        origin="analyzer:missing_field",
+        cited_trace_ids=[facts.trace_id],
+        cited_fields=["error_type", "error_detail"],
+    )
+
+
+def _lookup_tool_for(arg: str, agent_id: int) -> str | None:
+    """A search tool whose description says it returns this kind of id."""
+    for tool in Tool.objects.filter(enabled=True, allowed_agents__id=agent_id):
+        props = (tool.params_schema or {}).get("properties", {})
+        if "query" in props and re.search(rf"\b{arg}s?\b", tool.description, re.I):
+            return tool.name
+    return None
+
+
+def analyze_name_for_id(facts: FailureFacts) -> Proposal | None:
+    """404 on a value that looks like a name where an id is expected -> a lookup first."""
+    if facts.error_type != "RESOURCE_NOT_FOUND" or not facts.tool:
+        return None
+    tool = Tool.objects.filter(name=facts.tool).first()
+    props = ((tool.params_schema if tool else {}) or {}).get("properties", {})
+    for arg, value in facts.action_input.items():
+        pattern = props.get(arg, {}).get("pattern")
+        if not pattern or not isinstance(value, str) or re.fullmatch(pattern, value):
+            continue
+        if " " not in value.strip() and not re.search(r"[a-z]", value):
+            continue  # a malformed id, not a name
+        lookup = _lookup_tool_for(arg, facts.agent_id)
+        if lookup is None:
+            continue
+        return Proposal(
+            kind="pre_condition",
+            branch={
+                "tool": facts.tool,
+                "arg": arg,
+                "not_pattern": pattern,
+                "call": lookup,
+                "input": {"query": "$arg"},
+                "take": f"results.0.{arg}s.0.{arg}",
+                "assign": arg,
+            },
+            root_cause=f"{arg} given as a name, not an id",
+            strategy_update=f"Look up the {arg} with {lookup} before calling {facts.tool}",
+            origin="analyzer:name_for_id",
+            cited_trace_ids=[facts.trace_id],
+            cited_fields=[f"action_input.{arg}", "status_code"],
+        )
+    return None
+
+
+def analyze_upstream_failure(facts: FailureFacts) -> Proposal | None:
+    """TIMEOUT / INTERNAL_SERVER_ERROR -> degrade to cached data (or a human)."""
+    if facts.error_type not in ("TIMEOUT", "INTERNAL_SERVER_ERROR") or not facts.tool:
+        return None
+    return Proposal(
+        kind="error_handler",
+        branch={"tool": facts.tool, "on": facts.error_type, "action": "degrade_cache"},
+        root_cause=f"{facts.tool} upstream {facts.error_type.lower().replace('_', ' ')}",
+        strategy_update="Serve cached data or hand over to a human instead of retrying",
+        origin="analyzer:upstream_failure",
+        cited_trace_ids=[facts.trace_id],
+        cited_fields=["error_type", "tool"],
+    )
+
+
+ANALYZERS = (
+    analyze_type_mismatch,
+    analyze_missing_field,
+    analyze_name_for_id,
+    analyze_upstream_failure,
+)
+
+
+# --- LLM reflexion ------------------------------------------------------------------
+def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[ChatMessage]:
+    past = [
+        f"{i}. trace_id: {next((str(t.pk) for t in s.source_traces.all()), '-')}, "
+        f"tool: {s.tool_name or '-'}, error_type: {s.error_type}, root_cause: {s.root_cause}, "
+        f"strategy: {s.strategy_update} (confidence {s.confidence:.2f})"
+        for i, s in enumerate(history, 1)
+    ]
+    text = "\n\n".join(
+        [
+            REFLEXION_HEADING,
+            "## Failed trace\n"
+            + "\n".join(
+                [
+                    f"- trace_id: {facts.trace_id}",
+                    f"- user query: {facts.query}",
+                    f"- step: {facts.step_number}",
+                    f"- tool: {facts.tool or '-'}",
+                    f"- action_input: {json.dumps(facts.action_input, ensure_ascii=False)}",
+                    f"- endpoint: {facts.endpoint or '-'}",
+                    f"- status_code: {facts.status_code if facts.status_code is not None else '-'}",
+                    f"- error_type: {facts.error_type}",
+                    f"- response summary: {(facts.response_summary or facts.error_detail)[:600]}",
+                ]
+            ),
+            "## Similar past failures\n" + ("\n".join(past) if past else "- (none)"),
+            "## Business constraints\n" + "\n".join(f"- {c}" for c in CONSTRAINTS),
+            "## Branch kinds\n"
+            '- prompt_hint: {"text": str, "error_type": str}\n'
+            '- validation_rule: {"tool": str, "schema": JSON Schema fragment}\n'
+            '- pre_condition: {"tool", "arg", "not_pattern", "call", "input", "take", '
+            '"assign"}\n'
+            '- error_handler: {"tool", "on": error_type, "action": retry_once|degrade_cache|'
+            "handover|call_tool}\n"
+            '- adapter: {"tool", "field", "transform": digits_to_int|strip|upper|lower|'
+            "numeric_string_to_int}",
+            "## Instructions\nAs a senior SRE, name the concrete field of this trace that caused "
+            "the failure (5W1H), and one machine-applicable branch. Cite only fields and trace "
+            'ids shown above. Reply with ONE JSON object: {"root_cause": "<= 15 words", '
+            '"strategy_update": "<= 20 words", "kind": "...", "branch": {...}, '
+            '"cited_trace_ids": [...], "cited_fields": [...]}',
+        ]
+    )
+    return [
+        ChatMessage(role="system", content="You turn failed agent traces into strategy updates."),
+        ChatMessage(role="user", content=text),
+    ]
+
+
+def llm_reflexion(facts: FailureFacts) -> tuple[Proposal | None, str]:
+    history = list(strategies_citable(error_type=facts.error_type))
+    client = llm_client_build()
+    try:
+        response = async_to_sync(client.complete)(
+            messages=reflexion_messages(facts, history), schema=ReflexionOutput, purpose="reflexion"
+        )
+    except LLMError as exc:
+        return None, f"LLM reflexion failed: {exc}"
+    text = response.text.strip().removeprefix("```json").removesuffix("```").strip()
+    try:
+        output = ReflexionOutput.model_validate_json(text)
+    except ValueError as exc:
+        return None, f"unparseable reflexion output: {str(exc)[:300]}"
+    return (
+        Proposal(
+            kind=output.kind,
+            branch=output.branch,
+            root_cause=output.root_cause,
+            strategy_update=output.strategy_update,
+            origin=f"llm:{response.backend}",
+            cited_trace_ids=output.cited_trace_ids,
+            cited_fields=output.cited_fields,
+        ),
+        "",
+    )
+
+
+# --- quality gates ------------------------------------------------------------------
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def gate_facts_anchored(proposal: Proposal, facts: FailureFacts) -> str:
+    values = facts.field_values()
+    missing = [name for name in proposal.cited_fields if name not in values]
+    if missing:
+        return f"cites fields not in the trace: {', '.join(missing)}"
+    text = f"{proposal.root_cause} {proposal.strategy_update} {json.dumps(proposal.branch)}"
+    anchors = [facts.tool, facts.error_type, *map(str, facts.action_input)]
+    if facts.status_code is not None:
+        anchors.append(str(facts.status_code))
+    anchored = [a for a in anchors if a and a.lower() in text.lower()]
+    if not anchored and not proposal.cited_fields:
+        return "names nothing from the trace (tool, error type, argument or status)"
+    return ""
+
+
+def gate_actionable(proposal: Proposal) -> str:
+    if proposal.kind not in KINDS:
+        return f"unknown kind {proposal.kind!r}"
+    errors = branch_errors(proposal.kind, proposal.branch)
+    if errors:
+        return "does not compile: " + "; ".join(errors)
+    tools = [proposal.branch.get("tool"), proposal.branch.get("call")]
+    unknown = [t for t in tools if t and not Tool.objects.filter(name=t).exists()]
+    if unknown:
+        return f"names unknown tools: {', '.join(unknown)}"
+    if _words(proposal.root_cause) > 15 or _words(proposal.strategy_update) > 20:
+        return "root_cause must be <= 15 words and strategy_update <= 20 words"
+    return ""
+
+
+def gate_constraints(proposal: Proposal, facts: FailureFacts) -> str:
+    branch = proposal.branch
+    if proposal.kind == "error_handler":
+        if branch.get("on") == "INTERNAL_SERVER_ERROR" and branch.get("action") not in (
+            "degrade_cache",
+            "handover",
+        ):
+            return "a 500 must degrade to cache or a human, not retry"
+        if int(branch.get("max_retries", 1)) > 1:
+            return "more than 1 retry"
+    text = f"{proposal.strategy_update} {branch.get('text', '')}".lower()
+    if re.search(r"\b(retry|try again)\b.*\b([2-9]|\d{2,}|twice|three|until|repeatedly)\b", text):
+        return "a retry storm: at most 1 retry"
+    return ""
+
+
+def gate_history_real(proposal: Proposal) -> str:
+    cited = [t for t in proposal.cited_trace_ids if t]
+    valid = []
+    for trace_id in cited:
+        try:
+            valid.append(Trace.objects.filter(pk=trace_id).exists())
+        except (ValueError, Exception):  # not a UUID at all
+            valid.append(False)
+    if not all(valid):
+        return "cites trace ids that do not exist"
+    return ""
+
+
+def quality_gates(proposal: Proposal, facts: FailureFacts) -> dict[str, str]:
+    """Each gate's failure reason ('' = passed)."""
+    return {
+        "facts_anchored": gate_facts_anchored(proposal, facts),
+        "actionable": gate_actionable(proposal),
+        "constraints": gate_constraints(proposal, facts),
+        "history_real": gate_history_real(proposal),
+    }
+
+
+# --- negative-feedback guard --------------------------------------------------------
+def negative_feedback_stop(facts: FailureFacts) -> str:
+    """Stop building on a signature whose strategies keep failing (seeds/000 §4.4)."""
+    if ReviewItem.objects.filter(
+        error_signature=facts.signature,
+        reason=ReviewItem.Reason.NEGATIVE_FEEDBACK,
+        status=ReviewItem.Status.OPEN,
+    ).exists():
+        return "an open review already holds this error signature"
+    failed = ReflexionProposal.objects.filter(
+        error_signature=facts.signature,
+        outcome=ReflexionProposal.Outcome.REJECTED,
+        reason__startswith="replay failed",
+    ).count()
+    failed += Strategy.objects.filter(
+        error_type=facts.error_type, tool_name=facts.tool, status=Strategy.Status.DEPRECATED
+    ).count()
+    if failed >= NEGATIVE_FEEDBACK_LIMIT:
+        ReviewItem.objects.create(
+            error_signature=facts.signature,
+            reason=ReviewItem.Reason.NEGATIVE_FEEDBACK,
+            detail=(
+                f"{failed} strategies for {facts.signature} failed their replay or were "
+                "deprecated; automation stopped for this signature until a person decides."
+            ),
+        )
+        audit(action="reflexion.stop", target=facts.signature, details={"failed": failed})
+        return f"{failed} earlier strategies for {facts.signature} failed; sent to review"
+    return ""
+
+
+# --- the engine -----------------------------------------------------------------------
+def _record(
+    facts: FailureFacts,
+    proposal: Proposal | None,
+    outcome: str,
+    reason: str = "",
+    gates: dict[str, str] | None = None,
+    strategy: Strategy | None = None,
+) -> ReflexionProposal:
+    return ReflexionProposal.objects.create(
+        trace_id=facts.trace_id,
+        step_number=facts.step_number,
+        error_type=facts.error_type,
+        error_signature=facts.signature,
+        origin=proposal.origin if proposal else "none",
+        payload=proposal.as_payload() if proposal else {},
+        outcome=outcome,
+        reason=reason,
+        gate_results=gates or {},
+        strategy=strategy,
+    )
+
+
+def reflexion_for_failure(
+    facts: FailureFacts, *, auto_approve: bool | None = None
+) -> ReflexionProposal:
+    """Turn one classified failure into a strategy, an agreement, or a recorded rejection."""
+    from policies.replay import strategy_replay
+
+    stop = negative_feedback_stop(facts)
+    if stop:
+        return _record(facts, None, ReflexionProposal.Outcome.STOPPED, stop)
+    proposal = next((p for p in (a(facts) for a in ANALYZERS) if p is not None), None)
+    if proposal is None:
+        proposal, error = llm_reflexion(facts)
+        if proposal is None:
+            return _record(facts, None, ReflexionProposal.Outcome.REJECTED, error)
+    gates = quality_gates(proposal, facts)
+    failed_gates = {name: why for name, why in gates.items() if why}
+    if failed_gates:
+        reason = "; ".join(f"{name}: {why}" for name, why in failed_gates.items())
+        return _record(facts, proposal, ReflexionProposal.Outcome.REJECTED, reason, gates)
+
+    signature = branch_signature(proposal.kind, proposal.branch)
+    same = (
+        Strategy.objects.filter(signature=signature)
+        .exclude(status__in=[Strategy.Status.REJECTED])
+        .first()
+    )
+    if same is not None:
+        # AGREE: the same rule again; count the evidence instead of adding a twin.
+        with transaction.atomic():
+            same.agree_count += 1
+            same.save(update_fields=["agree_count", "updated_at"])
+            same.source_traces.add(Trace(pk=facts.trace_id))
+        return _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
+
+    slot = branch_slot(proposal.kind, proposal.branch)
+    rival = next(
+        (
+            s
+            for s in Strategy.objects.filter(
+                kind=proposal.kind, tool_name=proposal.branch.get("tool", "")
+            ).exclude(status__in=[Strategy.Status.REJECTED, Strategy.Status.DEPRECATED])
+            if branch_slot(s.kind, s.branch) == slot
+        ),
+        None,
+    )
+    passed, detail = strategy_replay(proposal=proposal, facts=facts)
+    if not passed:
+        return _record(
+            facts, proposal, ReflexionProposal.Outcome.REJECTED, f"replay failed: {detail}", gates
+        )
+    policy, _ = Policy.objects.get_or_create(
+        intent=proposal.branch.get("intent", ""), tool_name=proposal.branch.get("tool", "")
+    )
+    with transaction.atomic():
+        if rival is not None:
+            # EDIT: one slot, one rule; the better-evidenced rewrite replaces the old one.
+            rival.branch = proposal.branch
+            rival.root_cause = proposal.root_cause
+            rival.strategy_update = proposal.strategy_update
+            rival.signature = signature
+            rival.replay_status = Strategy.Replay.PASSED
+            rival.replay_detail = detail
+            rival.save()
+            rival.source_traces.add(Trace(pk=facts.trace_id))
+            strategy, outcome = rival, ReflexionProposal.Outcome.EDITED
+        else:
+            strategy = Strategy.objects.create(
+                policy=policy,
+                kind=proposal.kind,
+                tool_name=proposal.branch.get("tool", ""),
+                intent=proposal.branch.get("intent", ""),
+                error_type=facts.error_type,
+                root_cause=proposal.root_cause,
+                strategy_update=proposal.strategy_update,
+                branch=proposal.branch,
+                signature=signature,
+                confidence=CONFIDENCE_START,
+                status=Strategy.Status.PROPOSED,
+                origin=proposal.origin,
+                replay_status=Strategy.Replay.PASSED,
+                replay_detail=detail,
+            )
+            strategy.source_traces.add(Trace(pk=facts.trace_id))
+            outcome = ReflexionProposal.Outcome.ADDED
+        record = _record(facts, proposal, outcome, "", gates, strategy)
+    approve = settings.REFLEXION_AUTO_APPROVE if auto_approve is None else auto_approve
+    if approve:
+        strategy_activate(strategy=strategy, author_kind="auto_merge")
+    elif strategy.status == Strategy.Status.PROPOSED:
+        strategy.status = Strategy.Status.IN_REVIEW
+        strategy.save(update_fields=["status", "updated_at"])
+        ReviewItem.objects.create(
+            strategy=strategy,
+            reason=ReviewItem.Reason.LOW_CONFIDENCE,
+            detail=f"{strategy.root_cause} -> {strategy.strategy_update} (replay passed)",
+        )
+    return record
+
+
+def reflexion_run(*, trace_id: str, auto_approve: bool | None = None) -> list[ReflexionProposal]:
+    """Reflect on every classified failure of a finished trace."""
+    trace = Trace.objects.filter(pk=trace_id).first()
+    if trace is None or not trace.is_terminal or trace.source == "replay":
+        return []
+    return [
+        reflexion_for_failure(facts, auto_approve=auto_approve)
+        for facts in failures_of_trace(trace)
+    ]
+
+
+def trace_needs_reflexion(trace: Trace) -> bool:
+    return (
+        trace.source != "replay"
+        and trace.steps.filter(ok=False).exclude(error_type__in=["", *NOT_LEARNABLE]).exists()
+    )

@@ -1,0 +1,155 @@
+"""Replay check: the recorded failing step, replayed with the strategy applied against the
+real tool endpoint, must now pass before the strategy can be approved."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+
+from agents.adapters import validate_arguments
+from agents.executor import ToolExecutor, ValidationFailure
+from agents.policy_runtime import (
+    AdapterRule,
+    apply_adapters,
+    dotted_get,
+    substitute,
+)
+from agents.prompts import canonical_json
+from agents.runtime import call_signature
+from policies.branches import runtime_policy_compile
+from policies.selectors import runtime_policy_for_run
+
+if TYPE_CHECKING:
+    from policies.reflexion import FailureFacts, Proposal
+
+
+async def _call(executor: ToolExecutor, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    checked = executor.validate(tool, arguments)
+    if isinstance(checked, ValidationFailure):
+        return False, f"{checked.code}: {checked.detail}"
+    result = await executor.execute(checked)
+    return result.ok, f"{tool} {canonical_json(arguments)} -> {result.status_code or result.code}"
+
+
+async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
+    from agents.services import tool_snapshots
+
+    tools = await sync_to_async(tool_snapshots)(agent_id=facts.agent_id)
+    branch = proposal.branch
+    async with httpx.AsyncClient(trust_env=False) as client:
+        executor = ToolExecutor(
+            tools=tools,
+            http_client=client,
+            max_response_bytes=settings.TOOL_MAX_RESPONSE_BYTES,
+            max_redirects=settings.TOOL_MAX_REDIRECTS,
+        )
+        arguments = dict(facts.action_input)
+        if proposal.kind == "adapter":
+            rule = AdapterRule(0, branch["field"], branch["transform"])
+            arguments, fired = apply_adapters((rule,), arguments)
+            if not fired:
+                return False, "the adapter does not change the recorded input"
+            checked = executor.validate(facts.tool, facts.action_input)
+            if isinstance(checked, ValidationFailure):
+                return False, f"{checked.code}: {checked.detail}"
+            result = await executor.execute(
+                type(checked)(tool=checked.tool, arguments=arguments, adapters_fired=[])
+            )
+            return result.ok, f"{facts.tool} {canonical_json(arguments)} -> {result.status_code}"
+        if proposal.kind == "pre_condition":
+            value = arguments.get(branch["arg"])
+            if value is None or re.fullmatch(branch["not_pattern"], str(value)):
+                return False, "the pre-condition would not fire on the recorded input"
+            lookup = executor.validate(branch["call"], substitute(branch["input"], value))
+            if isinstance(lookup, ValidationFailure):
+                return False, f"lookup invalid: {lookup.detail}"
+            found_result = await executor.execute(lookup)
+            try:
+                found = dotted_get(json.loads(found_result.body), branch["take"])
+            except ValueError:
+                found = None
+            if found is None:
+                return False, f"lookup {branch['call']} found nothing for {value!r}"
+            arguments[branch["assign"]] = found
+            return await _call(executor, facts.tool, arguments)
+        if proposal.kind == "error_handler":
+            action = branch["action"]
+            if action == "handover":
+                return True, "hands the request over to a person instead of failing"
+            if action == "degrade_cache":
+                from agents.models import ToolResultCache
+
+                signature = call_signature(facts.tool, facts.action_input)
+                key = hashlib.sha256(signature.encode()).hexdigest()
+                cached = await ToolResultCache.objects.filter(signature=key).aexists()
+                ok, detail = await _call(executor, facts.tool, arguments)
+                if ok:
+                    return True, f"upstream recovered ({detail})"
+                return True, (
+                    "serves cached data" if cached else "no cache yet: hands over to a person"
+                )
+            if action == "retry_once":
+                for name, transform in branch.get("transform", {}).items():
+                    arguments, _ = apply_adapters((AdapterRule(0, name, transform),), arguments)
+                return await _call(executor, facts.tool, arguments)
+            if action == "call_tool":
+                first = next(iter(arguments.values()), "")
+                return await _call(executor, branch["call"], substitute(branch["input"], first))
+    return False, f"cannot replay a {proposal.kind}"
+
+
+def _replay_run(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
+    """A prompt hint changes the model's behaviour: replay the whole request with it."""
+    from agents.services import run_execute
+    from traces.models import Trace
+    from traces.services import trace_create
+
+    original = Trace.objects.get(pk=facts.trace_id)
+    base = runtime_policy_for_run()
+    hint = runtime_policy_compile(
+        version=base.version + "+replay",
+        strategies=[(0, proposal.kind, proposal.branch, facts.error_type)],
+    )
+    policy = type(base)(
+        version=hint.version,
+        hints=(*base.hints, *hint.hints),
+        adapters=base.adapters,
+        validation_rules={**base.validation_rules, **hint.validation_rules},
+        pre_conditions=base.pre_conditions,
+        error_handlers=base.error_handlers,
+    )
+    replay = trace_create(
+        agent_id=original.agent_id,
+        query=original.query,
+        llm_backend=original.llm_backend,
+        llm_model=original.llm_model,
+        customer_id=original.customer_id,
+        source="replay",
+    )
+    async_to_sync(run_execute)(trace_id=str(replay.pk), policy=policy, reflect=False)
+    replay.refresh_from_db()
+    repeated = replay.steps.filter(error_type=facts.error_type).exists()
+    ok = replay.status == Trace.Status.FINISHED and not repeated
+    return ok, f"replay run {replay.pk}: {replay.status}" + (
+        f", {facts.error_type} again" if repeated else ""
+    )
+
+
+def strategy_replay(*, proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
+    """Replay the failing step with ``proposal`` applied; (passed, what happened)."""
+    if proposal.kind == "prompt_hint":
+        return _replay_run(proposal, facts)
+    if proposal.kind == "validation_rule":
+        issues = validate_arguments(schema=proposal.branch["schema"], arguments=facts.action_input)
+        if issues:
+            return True, "the rule rejects the recorded input before the API call: " + issues[
+                0
+            ].message
+        return False, "the rule accepts the recorded input, so it would not have helped"
+    return async_to_sync(_replay_tool_call)(proposal, facts)

@@ -1,0 +1,178 @@
+"""Writes of the policy tree: confidence bookkeeping, approval, deprecation, review hand-off.
+
+Thresholds follow the production notes (seeds/000 §4.4): confidence starts at 0.7, moves
++0.05 per successful application and -0.15 per failed one; below 0.5 a strategy is never
+cited as history, below 0.3 it is deprecated (kept for audit), and two consecutive failures
+send it to review.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from policies.models import Strategy
+from policies.selectors import policy_version_active, runtime_policy_cache_clear
+from reviews.models import AuditLog, ReviewItem
+from traces.models import Trace
+
+logger = logging.getLogger(__name__)
+
+CONFIDENCE_START = 0.7
+CONFIDENCE_SUCCESS_DELTA = 0.05
+CONFIDENCE_FAILURE_DELTA = 0.15
+CONFIDENCE_CITE_MIN = 0.5
+CONFIDENCE_DEPRECATE_BELOW = 0.3
+REVIEW_AFTER_CONSECUTIVE_FAILURES = 2
+
+# Strategies judged on the step they touched vs on the whole run.
+STEP_LEVEL_KINDS = frozenset({"adapter", "pre_condition", "error_handler"})
+
+
+def confidence_next(confidence: float, *, success: bool) -> float:
+    delta = CONFIDENCE_SUCCESS_DELTA if success else -CONFIDENCE_FAILURE_DELTA
+    return round(min(1.0, max(0.0, confidence + delta)), 4)
+
+
+def audit(*, action: str, target: str, actor: Any = None, details: dict | None = None) -> None:
+    AuditLog.objects.create(
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_kind="user" if getattr(actor, "pk", None) else (actor or "system"),
+        action=action,
+        target=target,
+        details=details or {},
+    )
+
+
+def strategy_outcome_record(*, strategy_id: int, success: bool, trace_id: str = "") -> Strategy:
+    """Count one application and move confidence; deprecate or send to review on the way."""
+    with transaction.atomic():
+        strategy = Strategy.objects.select_for_update().get(pk=strategy_id)
+        strategy.applications += 1
+        if success:
+            strategy.successes += 1
+            strategy.consecutive_failures = 0
+        else:
+            strategy.consecutive_failures += 1
+        before = strategy.confidence
+        strategy.confidence = confidence_next(before, success=success)
+        fields = ["applications", "successes", "consecutive_failures", "confidence", "updated_at"]
+        if (
+            strategy.confidence < CONFIDENCE_DEPRECATE_BELOW
+            and strategy.status != Strategy.Status.DEPRECATED
+        ):
+            strategy.status = Strategy.Status.DEPRECATED
+            fields.append("status")
+            audit(
+                action="strategy.deprecate",
+                target=strategy.label,
+                details={"confidence": strategy.confidence, "trace": trace_id},
+            )
+            transaction.on_commit(runtime_policy_cache_clear)
+        elif (
+            strategy.consecutive_failures >= REVIEW_AFTER_CONSECUTIVE_FAILURES
+            and not strategy.needs_review
+            and strategy.status != Strategy.Status.DEPRECATED
+        ):
+            strategy.needs_review = True
+            fields.append("needs_review")
+            ReviewItem.objects.create(
+                strategy=strategy,
+                reason=ReviewItem.Reason.CONSECUTIVE_FAILURES,
+                detail=(
+                    f"{strategy.label} failed {strategy.consecutive_failures} times in a row "
+                    f"(confidence {before:.2f} -> {strategy.confidence:.2f})."
+                ),
+            )
+            audit(
+                action="strategy.send_to_review", target=strategy.label, details={"trace": trace_id}
+            )
+        strategy.save(update_fields=fields)
+    return strategy
+
+
+def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
+    """Score every strategy a finished run applied. Step-level kinds count once per step
+    they touched (success = that step succeeded); hints and validation rules count once per
+    run (success = the run finished without the error they target)."""
+    trace = Trace.objects.get(pk=trace_id)
+    if not trace.is_terminal:
+        return {}
+    steps = list(trace.steps.exclude(strategies_applied=[]).order_by("step_number"))
+    error_types = set(trace.steps.exclude(error_type="").values_list("error_type", flat=True))
+    run_ok = trace.status == Trace.Status.FINISHED
+    outcomes: list[tuple[int, bool]] = []
+    run_level: dict[int, bool] = {}
+    for step in steps:
+        for applied in step.strategies_applied:
+            strategy_id, kind = applied.get("id"), applied.get("kind")
+            if not isinstance(strategy_id, int):
+                continue
+            if kind in STEP_LEVEL_KINDS:
+                outcomes.append((strategy_id, bool(step.ok)))
+            else:
+                target = applied.get("error_type") or ""
+                run_level[strategy_id] = run_ok and target not in error_types
+    outcomes += list(run_level.items())
+    known = set(
+        Strategy.objects.filter(pk__in=[sid for sid, _ in outcomes]).values_list("pk", flat=True)
+    )
+    result: dict[int, bool] = {}
+    for strategy_id, success in outcomes:
+        if strategy_id in known:
+            strategy_outcome_record(strategy_id=strategy_id, success=success, trace_id=trace_id)
+            result[strategy_id] = success
+    return result
+
+
+def strategy_activate(*, strategy: Strategy, actor: Any = None, author_kind: str) -> Any:
+    """Approve ``strategy`` and publish a new version: the active strategies plus this one."""
+    from policies.documents import policy_version_create
+
+    with transaction.atomic():
+        strategy = Strategy.objects.select_for_update().get(pk=strategy.pk)
+        strategy.status = Strategy.Status.ACTIVE
+        strategy.save(update_fields=["status", "updated_at"])
+        active = policy_version_active()
+        members = (
+            list(active.strategies.exclude(status__in=["deprecated", "rejected"])) if active else []
+        )
+        if strategy not in members:
+            members.append(strategy)
+        version = policy_version_create(
+            strategies=members,
+            author=actor if getattr(actor, "pk", None) else None,
+            author_kind=author_kind,
+            note=f"{strategy.label}: {strategy.strategy_update}"[:200],
+            source_strategies=[strategy],
+        )
+        audit(
+            action="strategy.activate",
+            target=strategy.label,
+            actor=actor,
+            details={"version": version.number},
+        )
+        transaction.on_commit(runtime_policy_cache_clear)
+    return version
+
+
+def strategy_reject(*, strategy: Strategy, actor: Any = None, reason: str = "") -> Strategy:
+    with transaction.atomic():
+        strategy = Strategy.objects.select_for_update().get(pk=strategy.pk)
+        strategy.status = Strategy.Status.REJECTED
+        strategy.save(update_fields=["status", "updated_at"])
+        audit(
+            action="strategy.reject", target=strategy.label, actor=actor, details={"reason": reason}
+        )
+        transaction.on_commit(runtime_policy_cache_clear)
+    return strategy
+
+
+def run_ended(*, trace_id: str) -> None:
+    """After a run: score the strategies it applied, then queue Reflexion if it failed."""
+    run_outcomes_record(trace_id=trace_id)
+    from policies.tasks import reflexion_enqueue
+
+    reflexion_enqueue(trace_id=trace_id)

@@ -1,0 +1,72 @@
+"""Reflexion jobs: thin tasks on the ``reflexion`` queue, debounced per error signature."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections
+
+from traces.models import Trace
+
+logger = logging.getLogger(__name__)
+
+# Embedded shape: one background thread runs Reflexion jobs in order, off the run's path.
+_inprocess = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reflexion")
+
+
+def _signatures(trace: Trace) -> list[str]:
+    from policies.reflexion import failures_of_trace
+
+    return [facts.signature for facts in failures_of_trace(trace)]
+
+
+def reflexion_enqueue(*, trace_id: str) -> bool:
+    """Queue Reflexion for a failed run unless its error signatures were just handled."""
+    from policies.reflexion import trace_needs_reflexion
+
+    trace = Trace.objects.filter(pk=trace_id).first()
+    if trace is None or not settings.REFLEXION_ENABLED or not trace_needs_reflexion(trace):
+        return False
+    window = settings.REFLEXION_DEBOUNCE_SECONDS
+    fresh = [
+        sig for sig in _signatures(trace) if window <= 0 or cache.add(f"reflexion:{sig}", 1, window)
+    ]
+    if not fresh:
+        return False
+    if settings.AGENT_EXECUTOR == "celery":
+        reflect_trace.delay(trace_id)
+    else:
+        _inprocess.submit(_reflect_inprocess, trace_id)
+    return True
+
+
+def _reflect_inprocess(trace_id: str) -> None:
+    close_old_connections()
+    try:
+        reflect_trace(trace_id)
+    except Exception:
+        logger.exception("reflexion.crashed", extra={"trace_id": trace_id})
+    finally:
+        close_old_connections()
+
+
+@shared_task(
+    name="policies.reflect_trace",
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=120,
+    time_limit=150,
+)
+def reflect_trace(trace_id: str) -> None:
+    """Turn a failed trace's classified errors into proposed strategies."""
+    from policies.reflexion import reflexion_run
+
+    proposals = reflexion_run(trace_id=trace_id)
+    logger.info(
+        "reflexion.done",
+        extra={"trace_id": trace_id, "outcomes": [p.outcome for p in proposals]},
+    )

@@ -1,0 +1,77 @@
+"""The review queue: items people decide on, and the audit log of every decision."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ReviewItem(models.Model):
+    """A strategy (or a stopped error signature) waiting for a human decision."""
+
+    class Reason(models.TextChoices):
+        LOW_CONFIDENCE = "low_confidence", "Proposed strategy awaiting approval"
+        CONSECUTIVE_FAILURES = "consecutive_failures", "Active strategy failed twice in a row"
+        NEGATIVE_FEEDBACK = "negative_feedback", "Strategy chain keeps failing on one signature"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+
+    strategy = models.ForeignKey(
+        "policies.Strategy",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="review_items",
+    )
+    error_signature = models.CharField(max_length=200, blank=True, db_index=True)
+    reason = models.CharField(max_length=24, choices=Reason.choices)
+    detail = models.TextField(blank=True)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.OPEN, db_index=True
+    )
+    locked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    locked_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["status", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"review {self.reason} [{self.status}]"
+
+
+class AuditLog(models.Model):
+    """Who did what to the policy tree and when (people and the automation alike)."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    actor_kind = models.CharField(max_length=20, default="system")
+    action = models.CharField(max_length=60)
+    target = models.CharField(max_length=100)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_kind} {self.action} {self.target}"

@@ -1,0 +1,119 @@
+"""Confidence arithmetic and its thresholds (seeds/000 §4.4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from policies.models import Strategy
+from policies.selectors import strategies_citable
+from policies.services import confidence_next, run_outcomes_record, strategy_outcome_record
+from reviews.models import ReviewItem
+from traces.models import Step, Trace
+from traces.services import trace_create
+
+
+@pytest.mark.parametrize(
+    ("start", "success", "expected"),
+    [
+        (0.7, True, 0.75),
+        (0.7, False, 0.55),
+        (0.98, True, 1.0),
+        (0.1, False, 0.0),
+        (0.55, False, 0.4),
+    ],
+)
+def test_confidence_moves_plus_five_minus_fifteen(
+    start: float, success: bool, expected: float
+) -> None:
+    assert confidence_next(start, success=success) == expected
+
+
+def test_new_strategies_start_at_point_seven(make_strategy: Any) -> None:
+    assert make_strategy().confidence == 0.7
+
+
+def test_a_strategy_that_makes_things_worse_is_deprecated_within_three_applications(
+    make_strategy: Any,
+) -> None:
+    strategy = make_strategy()
+    for _ in range(3):
+        strategy = strategy_outcome_record(strategy_id=strategy.pk, success=False)
+    assert strategy.confidence == pytest.approx(0.25)
+    assert strategy.status == Strategy.Status.DEPRECATED
+    assert strategy.applications == 3
+
+
+def test_two_consecutive_failures_send_it_to_review_once(make_strategy: Any) -> None:
+    strategy = make_strategy()
+    strategy_outcome_record(strategy_id=strategy.pk, success=False)
+    assert not ReviewItem.objects.exists()
+    strategy = strategy_outcome_record(strategy_id=strategy.pk, success=False)
+    assert strategy.needs_review
+    assert ReviewItem.objects.filter(strategy=strategy, reason="consecutive_failures").count() == 1
+
+
+def test_a_success_resets_the_failure_streak(make_strategy: Any) -> None:
+    strategy = make_strategy()
+    strategy_outcome_record(strategy_id=strategy.pk, success=False)
+    strategy = strategy_outcome_record(strategy_id=strategy.pk, success=True)
+    strategy = strategy_outcome_record(strategy_id=strategy.pk, success=False)
+    assert strategy.consecutive_failures == 1
+    assert not ReviewItem.objects.exists()
+
+
+def test_below_point_five_a_strategy_is_never_cited_as_history(make_strategy: Any) -> None:
+    good = make_strategy(confidence=0.5)
+    make_strategy(confidence=0.49, branch={"tool": "get_order", "field": "x", "transform": "strip"})
+    assert list(strategies_citable(error_type="TYPE_MISMATCH")) == [good]
+
+
+def test_run_outcomes_score_step_level_and_run_level_strategies(
+    make_strategy: Any, support_agent: Any
+) -> None:
+    adapter = make_strategy()
+    hint = make_strategy(
+        kind="prompt_hint",
+        branch={"text": "Call a tool before answering.", "error_type": "HALLUCINATED_ANSWER"},
+        error_type="HALLUCINATED_ANSWER",
+    )
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    now = timezone.now()
+    Step.objects.bulk_create(
+        [
+            Step(
+                trace=trace,
+                step_number=1,
+                phase="reasoning",
+                started_at=now,
+                strategies_applied=[
+                    {"id": hint.pk, "kind": "prompt_hint", "error_type": "HALLUCINATED_ANSWER"}
+                ],
+            ),
+            Step(
+                trace=trace,
+                step_number=2,
+                phase="action",
+                ok=False,
+                error_type="TIMEOUT",
+                started_at=now,
+                strategies_applied=[{"id": adapter.pk, "kind": "adapter"}],
+            ),
+            Step(
+                trace=trace,
+                step_number=3,
+                phase="reasoning",
+                started_at=now,
+                strategies_applied=[
+                    {"id": hint.pk, "kind": "prompt_hint", "error_type": "HALLUCINATED_ANSWER"}
+                ],
+            ),
+        ]
+    )
+    Trace.objects.filter(pk=trace.pk).update(status="finished")
+    outcomes = run_outcomes_record(trace_id=str(trace.pk))
+    assert outcomes == {adapter.pk: False, hint.pk: True}
+    hint.refresh_from_db()
+    assert hint.applications == 1 and hint.confidence == 0.75

@@ -1,0 +1,304 @@
+"""The Reflexion engine: analyzers, quality gates, dedupe, replay and the negative-feedback
+guard, against the real database and (for replays) the sandbox over HTTP."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from policies.models import PolicyVersion, ReflexionProposal, Strategy
+from policies.reflexion import (
+    Proposal,
+    analyze_missing_field,
+    analyze_name_for_id,
+    analyze_type_mismatch,
+    analyze_upstream_failure,
+    failures_of_trace,
+    quality_gates,
+    reflexion_run,
+)
+from reviews.models import ReviewItem
+from sandbox.models import Order, Product
+from sandbox.services import faultrule_set
+
+INT_BODY = json.dumps(
+    {
+        "error": "type_mismatch",
+        "field": "order_id",
+        "expected_type": "integer",
+        "detail": "order_id must be an integer, got '#W1000001'",
+    }
+)
+
+
+def test_type_mismatch_from_a_400_body_becomes_an_adapter(failed_trace: Any) -> None:
+    facts = failures_of_trace(failed_trace(body=INT_BODY))[0]
+    proposal = analyze_type_mismatch(facts)
+    assert proposal is not None
+    assert proposal.kind == "adapter"
+    assert proposal.branch == {
+        "tool": "get_order",
+        "field": "order_id",
+        "transform": "digits_to_int",
+    }
+
+
+def test_missing_required_field_becomes_a_validation_rule(failed_trace: Any) -> None:
+    body = json.dumps({"error": "missing_required_field", "field": "q"})
+    facts = failures_of_trace(
+        failed_trace(
+            tool="search_products",
+            action_input={"query": "x"},
+            error_type="MISSING_REQUIRED_FIELD",
+            body=body,
+        )
+    )[0]
+    proposal = analyze_missing_field(facts)
+    assert proposal is not None and proposal.kind == "validation_rule"
+    assert proposal.branch["schema"] == {"required": ["q"]}
+
+
+def test_not_found_on_a_name_becomes_a_lookup_pre_condition(failed_trace: Any) -> None:
+    facts = failures_of_trace(
+        failed_trace(
+            tool="check_inventory",
+            action_input={"sku": "Aurora Wireless Headphones"},
+            status_code=404,
+            error_type="RESOURCE_NOT_FOUND",
+        )
+    )[0]
+    proposal = analyze_name_for_id(facts)
+    assert proposal is not None and proposal.kind == "pre_condition"
+    assert proposal.branch["call"] == "search_products"
+    assert proposal.branch["take"] == "results.0.skus.0.sku"
+
+
+def test_not_found_on_a_wellformed_id_is_left_to_the_llm(failed_trace: Any) -> None:
+    facts = failures_of_trace(
+        failed_trace(
+            tool="check_inventory",
+            action_input={"sku": "ZZZ-0000-XX"},
+            status_code=404,
+            error_type="RESOURCE_NOT_FOUND",
+        )
+    )[0]
+    assert analyze_name_for_id(facts) is None
+
+
+@pytest.mark.parametrize("error_type", ["TIMEOUT", "INTERNAL_SERVER_ERROR"])
+def test_upstream_failures_become_a_degrade_handler(failed_trace: Any, error_type: str) -> None:
+    facts = failures_of_trace(failed_trace(status_code=500, error_type=error_type))[0]
+    proposal = analyze_upstream_failure(facts)
+    assert proposal is not None
+    assert proposal.branch == {"tool": "get_order", "on": error_type, "action": "degrade_cache"}
+
+
+def _proposal(**overrides: Any) -> Proposal:
+    values: dict[str, Any] = {
+        "kind": "adapter",
+        "branch": {"tool": "get_order", "field": "order_id", "transform": "digits_to_int"},
+        "root_cause": "get_order now requires integer order_id",
+        "strategy_update": "Convert order_id to integer digits",
+        "origin": "test",
+        "cited_trace_ids": [],
+        "cited_fields": ["error_type"],
+    }
+    values.update(overrides)
+    return Proposal(**values)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "gate"),
+    [
+        ({"cited_fields": ["customer_password"]}, "facts_anchored"),
+        (
+            {
+                "cited_fields": [],
+                "root_cause": "model not smart",
+                "strategy_update": "be careful",
+                "kind": "prompt_hint",
+                "branch": {"text": "Be more careful next time."},
+            },
+            "facts_anchored",
+        ),
+        ({"kind": "adapter", "branch": {"tool": "get_order", "field": "order_id"}}, "actionable"),
+        ({"branch": {"tool": "nuke_db", "field": "x", "transform": "strip"}}, "actionable"),
+        ({"root_cause": " ".join(["word"] * 16)}, "actionable"),
+        (
+            {
+                "kind": "error_handler",
+                "branch": {
+                    "tool": "get_order",
+                    "on": "INTERNAL_SERVER_ERROR",
+                    "action": "retry_once",
+                },
+            },
+            "constraints",
+        ),
+        (
+            {"kind": "prompt_hint", "branch": {"text": "Retry the call 3 times until it works."}},
+            "constraints",
+        ),
+        ({"cited_trace_ids": ["00000000-0000-0000-0000-000000000000"]}, "history_real"),
+        ({"cited_trace_ids": ["not-a-uuid"]}, "history_real"),
+    ],
+)
+def test_each_quality_gate_rejects_what_it_guards(
+    failed_trace: Any, overrides: dict, gate: str
+) -> None:
+    facts = failures_of_trace(failed_trace(body=INT_BODY))[0]
+    results = quality_gates(_proposal(**overrides), facts)
+    assert results[gate], results
+
+
+def test_a_sound_proposal_passes_every_gate(failed_trace: Any) -> None:
+    trace = failed_trace(body=INT_BODY)
+    facts = failures_of_trace(trace)[0]
+    results = quality_gates(_proposal(cited_trace_ids=[str(trace.pk)]), facts)
+    assert not any(results.values()), results
+
+
+@pytest.fixture
+def drifted_orders(
+    live_sandbox: str, small_shop: Any, support_agent: Any, error_rules: Any
+) -> Order:
+    faultrule_set(endpoint="orders", drift="require_int_id")
+    order = Order.objects.first()
+    assert order is not None
+    return order
+
+
+@pytest.mark.django_db(transaction=True)
+def test_type_mismatch_is_learned_replayed_and_published(
+    drifted_orders: Order, failed_trace: Any
+) -> None:
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    trace = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=True)
+    assert proposal.outcome == "added", proposal.reason
+    strategy = proposal.strategy
+    assert strategy is not None
+    strategy.refresh_from_db()
+    assert strategy.replay_status == "passed"
+    assert "-> 200" in strategy.replay_detail
+    assert strategy.status == "active"
+    version = PolicyVersion.objects.get(is_active=True)
+    assert strategy in version.strategies.all()
+    assert "digits_to_int" in version.document
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_lesson_twice_is_agreed_not_added(
+    drifted_orders: Order, failed_trace: Any
+) -> None:
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    first = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    second = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    reflexion_run(trace_id=str(first.pk), auto_approve=True)
+    [again] = reflexion_run(trace_id=str(second.pk), auto_approve=True)
+    assert again.outcome == "agreed"
+    assert Strategy.objects.count() == 1
+    strategy = Strategy.objects.get()
+    assert strategy.agree_count == 2
+    assert set(strategy.source_traces.values_list("pk", flat=True)) == {first.pk, second.pk}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_different_rule_for_the_same_slot_is_an_edit(
+    drifted_orders: Order, failed_trace: Any, make_strategy: Any
+) -> None:
+    old = make_strategy(branch={"tool": "get_order", "field": "order_id", "transform": "strip"})
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    trace = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=False)
+    assert proposal.outcome == "edited"
+    old.refresh_from_db()
+    assert old.branch["transform"] == "digits_to_int"
+    assert Strategy.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_auto_approve_a_replayed_strategy_waits_in_the_review_queue(
+    drifted_orders: Order, failed_trace: Any
+) -> None:
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    trace = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=False)
+    assert proposal.strategy is not None
+    proposal.strategy.refresh_from_db()
+    assert proposal.strategy.status == "in_review"
+    assert ReviewItem.objects.filter(strategy=proposal.strategy, reason="low_confidence").exists()
+    assert not PolicyVersion.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_strategy_whose_replay_still_fails_is_rejected(
+    live_sandbox: str, small_shop: Any, support_agent: Any, error_rules: Any, failed_trace: Any
+) -> None:
+    # the orders endpoint keeps failing, so no input transform can make the replay pass
+    faultrule_set(endpoint="orders", rate_500=1.0)
+    order = Order.objects.first()
+    assert order is not None
+    trace = failed_trace(
+        action_input={"order_id": order.order_id},
+        body=INT_BODY.replace("#W1000001", order.order_id),
+    )
+    [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=True)
+    assert proposal.outcome == "rejected"
+    assert proposal.reason.startswith("replay failed")
+    assert not Strategy.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_name_for_sku_lookup_replays_against_the_sandbox(
+    live_sandbox: str, small_shop: Any, support_agent: Any, error_rules: Any, failed_trace: Any
+) -> None:
+    product = Product.objects.first()
+    assert product is not None
+    trace = failed_trace(
+        tool="check_inventory",
+        action_input={"sku": product.name},
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+        query=f"Is the {product.name} in stock?",
+    )
+    [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=True)
+    assert proposal.outcome == "added", proposal.reason
+    assert proposal.strategy is not None and proposal.strategy.kind == "pre_condition"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_401_spiral_ends_in_review_not_in_a_chain_of_strategies(
+    live_sandbox: str, small_shop: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    # given every orders call answers 401 and the model keeps proposing token refreshes
+    from asgiref.sync import async_to_sync
+
+    from agents.services import run_execute
+    from traces.services import trace_create
+
+    settings.LLM_SIM_ERROR_RATES = {}
+    faultrule_set(endpoint="orders", rate_401=1.0)
+    outcomes = []
+    for order in Order.objects.order_by("order_id")[:4]:
+        trace = trace_create(
+            agent_id=support_agent.pk,
+            query=f"Where is my order {order.order_id}?",
+            llm_backend="simulated",
+        )
+        async_to_sync(run_execute)(trace_id=str(trace.pk), reflect=False)
+        outcomes += [
+            (p.error_signature, p.outcome)
+            for p in reflexion_run(trace_id=str(trace.pk), auto_approve=True)
+        ]
+    outcomes = [o for sig, o in outcomes if sig == "UNAUTHORIZED|get_order"]
+    # then two replays fail, the guard stops the chain and a person is asked
+    assert outcomes[:2] == ["rejected", "rejected"]
+    assert set(outcomes[2:]) == {"stopped"}
+    assert not Strategy.objects.filter(status="active").exists()
+    review = ReviewItem.objects.get(reason="negative_feedback")
+    assert review.error_signature == "UNAUTHORIZED|get_order"
+    assert ReflexionProposal.objects.filter(outcome="stopped").count() == 2
+    assert Strategy.objects.count() == 0
