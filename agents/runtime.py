@@ -509,7 +509,13 @@ class AgentRun:
                 then=RunState.FINISHED,
             )
             return
-        checked = self.executor.validate(step.action, step.action_input)
+        self._applied = []
+        arguments = step.action_input
+        if step.action in self.executor.tools and isinstance(arguments, dict):
+            # Before validation: a pre-condition exists to turn what the model gave (a
+            # product name, say) into what the tool's schema demands (a SKU).
+            arguments = await self._run_pre_conditions(step.action, arguments, rnd.number)
+        checked = self.executor.validate(step.action, arguments)
         if isinstance(checked, ValidationFailure):
             await self._reject(
                 rnd,
@@ -550,7 +556,6 @@ class AgentRun:
     def _apply_policy_inputs(self, call: ValidatedCall) -> ValidatedCall | ValidationFailure:
         """Policy adapters transform the input; policy validation rules then check it."""
         tool = call.tool.name
-        self._applied = []
         arguments, fired = apply_adapters(self.policy.adapters.get(tool, ()), call.arguments)
         self._applied += [{"id": f["strategy"], "kind": "adapter"} for f in fired]
         adapters_fired = [*call.adapters_fired, *fired]
@@ -607,16 +612,16 @@ class AgentRun:
             self.memory.apply(recorded)
             self.memory.state = RunState.REFLECTING
             return
-        call = await self._run_pre_conditions(call, rnd.number)
-        self._validated = call
         self._result = await self.executor.execute(call)
         self._pending_key = key
         self._move(RunState.PROCESSING_OBSERVATION)
 
-    async def _run_pre_conditions(self, call: ValidatedCall, round_number: int) -> ValidatedCall:
+    async def _run_pre_conditions(
+        self, tool: str, arguments: dict[str, Any], round_number: int
+    ) -> dict[str, Any]:
         """Policy pre-conditions: look a value up with another tool before the call."""
-        arguments = dict(call.arguments)
-        for pre in self.policy.pre_conditions.get(call.tool.name, ()):
+        arguments = dict(arguments)
+        for pre in self.policy.pre_conditions.get(tool, ()):
             value = arguments.get(pre.arg)
             if value is None or re.fullmatch(pre.not_pattern, str(value)):
                 continue
@@ -631,11 +636,7 @@ class AgentRun:
             )
             if found is not None:
                 arguments[pre.assign] = found
-        if arguments == call.arguments:
-            return call
-        return ValidatedCall(
-            tool=call.tool, arguments=arguments, adapters_fired=call.adapters_fired
-        )
+        return arguments
 
     async def _write_auxiliary(
         self,

@@ -113,7 +113,7 @@ class SelfRagRun:
         self.config = config
         self.search = search
         self.outcome: RunOutcome | None = None
-        # Why the latest failed attempt failed; the fallback step carries it.
+        # The error type of the latest attempt that failed with one; the fallback carries it.
         self.last_error_type = ""
 
     async def run(self) -> RunOutcome:

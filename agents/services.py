@@ -15,11 +15,14 @@ from django.utils import timezone
 
 from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
 from agents.executor import ToolExecutor, ToolSnapshot
+from agents.intents import Intent, intent_detect
+from agents.knowledge import kb_asearch
 from agents.llm.factory import llm_client_build
-from agents.models import Agent, Tool, ToolAlert
+from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert
 from agents.policy_runtime import RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
+from agents.selfrag import SelfRagConfig, selfrag_execute
 from agents.tool_catalog import SANDBOX_TOOLS
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
@@ -217,25 +220,19 @@ async def run_execute(
     )
     recorder.on_step = on_step
     try:
-        async with httpx.AsyncClient(trust_env=False) as http_client:
-            run = AgentRun(
-                trace_id=trace_id,
+        llm = llm_client_build(backend=llm_backend or trace.llm_backend)
+        rules = await error_rules_aload()
+        if await _uses_selfrag(trace.query):
+            outcome = await selfrag_execute(
                 query=trace.query,
-                customer_id=trace.customer_id,
-                llm=llm_client_build(backend=llm_backend or trace.llm_backend),
-                executor=ToolExecutor(
-                    tools=tools,
-                    http_client=http_client,
-                    max_response_bytes=settings.TOOL_MAX_RESPONSE_BYTES,
-                    max_redirects=settings.TOOL_MAX_REDIRECTS,
-                ),
+                llm=llm,
                 sink=recorder,
-                rules=await error_rules_aload(),
-                config=config,
-                policy=policy,
-                recorded_steps=[step_to_record(step) for step in steps],
+                rules=rules,
+                config=SelfRagConfig(fallback_reply=config.fallback_reply),
+                search=kb_asearch,
             )
-            outcome = await run.run()
+        else:
+            outcome = await _react(trace, tools, steps, recorder, llm, rules, config, policy)
     except RunConflict:
         logger.warning("run.conflict", extra={"trace_id": trace_id})
         return None
@@ -256,6 +253,44 @@ async def run_execute(
 
         await sync_to_async(run_ended)(trace_id=trace_id)
     return outcome
+
+
+async def _uses_selfrag(query: str) -> bool:
+    """Policy and FAQ questions are answered from the knowledge base with Self-RAG."""
+    if intent_detect(query) != Intent.POLICY:
+        return False
+    return await KnowledgeArticle.objects.filter(is_published=True).aexists()
+
+
+async def _react(
+    trace: Trace,
+    tools: dict[str, ToolSnapshot],
+    steps: list[Step],
+    recorder: TraceRecorder,
+    llm: Any,
+    rules: Any,
+    config: RuntimeConfig,
+    policy: RuntimePolicy,
+) -> RunOutcome:
+    async with httpx.AsyncClient(trust_env=False) as http_client:
+        run = AgentRun(
+            trace_id=str(trace.pk),
+            query=trace.query,
+            customer_id=trace.customer_id,
+            llm=llm,
+            executor=ToolExecutor(
+                tools=tools,
+                http_client=http_client,
+                max_response_bytes=settings.TOOL_MAX_RESPONSE_BYTES,
+                max_redirects=settings.TOOL_MAX_REDIRECTS,
+            ),
+            sink=recorder,
+            rules=rules,
+            config=config,
+            policy=policy,
+            recorded_steps=[step_to_record(step) for step in steps],
+        )
+        return await run.run()
 
 
 def run_execute_blocking(*, trace_id: str, timeout: float | None = None) -> None:

@@ -489,7 +489,7 @@ def reflexion_for_failure(
         with transaction.atomic():
             same.agree_count += 1
             same.save(update_fields=["agree_count", "updated_at"])
-            same.source_traces.add(Trace(pk=facts.trace_id))
+            same.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
         return _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
 
     slot = branch_slot(proposal.kind, proposal.branch)
@@ -521,7 +521,7 @@ def reflexion_for_failure(
             rival.replay_status = Strategy.Replay.PASSED
             rival.replay_detail = detail
             rival.save()
-            rival.source_traces.add(Trace(pk=facts.trace_id))
+            rival.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
             strategy, outcome = rival, ReflexionProposal.Outcome.EDITED
         else:
             strategy = Strategy.objects.create(
@@ -540,7 +540,7 @@ def reflexion_for_failure(
                 replay_status=Strategy.Replay.PASSED,
                 replay_detail=detail,
             )
-            strategy.source_traces.add(Trace(pk=facts.trace_id))
+            strategy.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
             outcome = ReflexionProposal.Outcome.ADDED
         record = _record(facts, proposal, outcome, "", gates, strategy)
     approve = settings.REFLEXION_AUTO_APPROVE if auto_approve is None else auto_approve

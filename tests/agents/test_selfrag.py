@@ -101,9 +101,7 @@ def run_selfrag(
     trace = trace_create(agent_id=agent.pk, query=query, llm_backend=client.backend)
     sink = TraceRecorder(trace_id=str(trace.pk))
     written: list[tuple[str, int]] = []
-    sink.on_step = lambda step: written.append(
-        (step.phase, len(server.requests) if server else 0)
-    )
+    sink.on_step = lambda step: written.append((step.phase, len(server.requests) if server else 0))
     outcome = async_to_sync(selfrag_execute)(
         query=query,
         llm=client,
@@ -178,11 +176,10 @@ def test_unhelpful_draft_makes_the_rewritten_query_the_next_search(
     run = run_selfrag(server=fake_llm)
 
     assert search_queries(run) == [QUESTION, second_query]
-    assert run.steps("retrieval")[1].details["slugs"][0] == "gift-cards"
+    assert "gift-cards" in run.steps("retrieval")[1].details["slugs"]
     assert run.outcome.final_answer == "Gift cards never expire."
-    assert [step.round_number for step in run.trace.steps.order_by("step_number")] == [
-        1, 1, 1, 2, 2, 2, 2,
-    ]  # fmt: skip
+    rounds = [step.round_number for step in run.trace.steps.order_by("step_number")]
+    assert rounds == [1] * 3 + [2] * 4
 
 
 def test_graders_that_always_fail_hit_the_hard_cap_then_fall_back(fake_llm: Any) -> None:

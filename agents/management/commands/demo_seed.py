@@ -34,6 +34,7 @@ class Command(BaseCommand):
 
         if options["reset_shop"] or not Order.objects.exists():
             call_command("sandbox_seed", seed=options["seed"], stdout=self.stdout)
+        call_command("kb_sync", stdout=self.stdout)
         with transaction.atomic():
             errorrules_seed_defaults()
             agent = agent_ensure_default()
