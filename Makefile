@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install migrate seed lint typecheck bench clean
+.PHONY: run test install migrate seed lint typecheck bench-learning clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,17 +29,21 @@ run: seed
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy agents traces policies reviews
+	$(VENV)/bin/mypy agents traces policies reviews bench
 	$(VENV)/bin/pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy agents traces policies reviews
+	$(VENV)/bin/mypy agents traces policies reviews bench
 
-bench: $(STAMP)
-	$(PY) -m bench
+## The learning experiment on its own database (it resets that database's policy tree).
+BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
+bench-learning: $(STAMP)
+	mkdir -p var
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py migrate --noinput -v0
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py bench_learning --yes
 
 clean:
 	rm -rf $(VENV) db.sqlite3 var

@@ -42,9 +42,22 @@ _PATTERNS: list[tuple[Intent, re.Pattern[str]]] = [
 ]
 
 
+# Ids that tie a question to one order, customer or SKU: then it is not a general question.
+_ENTITY = re.compile(r"#?W\d{7}\b|\bU\d{8}\b|\b[A-Z]{2,4}-\d{4}-[A-Z0-9]{2,4}\b")
+_GENERAL = re.compile(
+    r"\b(policy|policies|warranty|faq|how (long|many days|soon)|do you (accept|offer|ship)|"
+    r"what is your)\b",
+    re.I,
+)
+
+
 def intent_detect(query: str) -> Intent:
-    """The first matching intent in priority order; UNKNOWN when nothing matches."""
-    if re.search(r"\bpolicy\b", query, re.I) and not re.search(r"#?W\d{7}", query):
+    """The first matching intent in priority order; UNKNOWN when nothing matches.
+
+    A general question ("How long do I have to return an item?") names no order, customer
+    or SKU: it is a policy question even when it mentions returns or delivery.
+    """
+    if _GENERAL.search(query) and not _ENTITY.search(query):
         return Intent.POLICY
     for intent, pattern in _PATTERNS:
         if pattern.search(query):

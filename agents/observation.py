@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MAX_DEPTH = 3
+MAX_DEPTH = 4
 MAX_STRING_CHARS = 500
 NOISY_KEYS = frozenset({"_links", "links", "metadata", "debug", "trace"})
 NOISY_KEY_SUFFIXES = ("_base64", "_html")

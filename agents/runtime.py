@@ -730,7 +730,8 @@ class AgentRun:
                     detail="served from cache: the data may be out of date",
                 )
                 return degraded, {"handler": "degrade_cache", "degraded": True}
-        # handover, or degrade with nothing cached: a person takes over.
+            # Nothing cached: the model sees the error and may still retry once itself.
+            return result, {"handler": "degrade_cache", "degraded": False}
         self._handover = True
         return result, {"handler": "handover"}
 

@@ -78,6 +78,14 @@ SANDBOX_TOOLS: list[ToolDefinition] = [
         ),
         endpoint="{sandbox}/products",
         query_map={"query": "q"},
+        key_fields=[
+            "results.product_id",
+            "results.name",
+            "results.brand",
+            "results.skus.sku",
+            "results.skus.color",
+            "results.skus.size",
+        ],
     ),
     ToolDefinition(
         name="get_sku_price",

@@ -91,9 +91,10 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
                 ok, detail = await _call(executor, facts.tool, arguments)
                 if ok:
                     return True, f"upstream recovered ({detail})"
-                return True, (
-                    "serves cached data" if cached else "no cache yet: hands over to a person"
-                )
+                if cached:
+                    return True, "serves cached data instead of failing"
+                return False, "upstream still failing and nothing cached to serve"
+
             if action == "retry_once":
                 for name, transform in branch.get("transform", {}).items():
                     arguments, _ = apply_adapters((AdapterRule(0, name, transform),), arguments)

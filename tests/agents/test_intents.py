@@ -17,6 +17,9 @@ from agents.intents import Intent, answer_unsupported_reason, intent_detect
         ("I want to return order #W1234567", Intent.RETURNS),
         ("What is your return policy?", Intent.POLICY),
         ("How long does international shipping take? Can I pay with PayPal?", Intent.POLICY),
+        ("How many days do I have to return an item?", Intent.POLICY),
+        ("How long does international delivery take?", Intent.POLICY),
+        ("How long until order #W1234567 arrives?", Intent.ORDER_STATUS),
         ("hello", Intent.UNKNOWN),
     ],
 )

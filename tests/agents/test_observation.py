@@ -72,12 +72,15 @@ def test_long_strings_are_shortened_with_ellipsis() -> None:
     assert result.data == {"description": "x" * 499 + "…"}
 
 
-def test_nesting_deeper_than_three_levels_is_summarised() -> None:
-    body = json.dumps({"a": {"b": {"c": {"d": 1, "e": 2}, "one": [7], "ok": [1, 2]}}})
+def test_nesting_deeper_than_four_levels_is_summarised() -> None:
+    # four levels keep a search result's list of SKUs inside its list of products
+    body = json.dumps({"z": {"a": {"b": {"c": {"d": 1, "e": 2}, "one": [7], "ok": [1, 2]}}}})
 
     result = observation_reduce(body=body)
 
-    assert result.data == {"a": {"b": {"c": "{…2 keys}", "one": "[…1 item]", "ok": "[…2 items]"}}}
+    assert result.data == {
+        "z": {"a": {"b": {"c": "{…2 keys}", "one": "[…1 item]", "ok": "[…2 items]"}}}
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,63 @@
+"""Run the learning experiment (control vs treatment on a held-out split)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+class Command(BaseCommand):
+    help = (
+        "Learning experiment: control (loop off) vs treatment (loop learns on the train split) "
+        "on the same held-out tasks; writes JSON + Markdown to bench/results/. It resets the "
+        "policy tree and fault rules of the database it runs on: use a dedicated database "
+        "(make bench-learning does)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--seed", type=int, default=2026)
+        parser.add_argument("--tasks", type=int, default=240)
+        parser.add_argument("--train-fraction", type=float, default=0.4)
+        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--output", default=str(Path(settings.BASE_DIR) / "bench" / "results"))
+        parser.add_argument(
+            "--yes", action="store_true", help="Confirm that this database's policies may be reset."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from bench.learning import experiment_run
+
+        if not options["yes"]:
+            raise CommandError(
+                "bench_learning deletes every strategy, policy version, review item and fault "
+                "rule of this database. Run it on a dedicated database with --yes "
+                "(`make bench-learning` does both)."
+            )
+        if options["tasks"] < 200:
+            raise CommandError("Use at least 200 tasks: fewer cannot separate the arms reliably.")
+        if not 0.1 <= options["train_fraction"] <= 0.9:
+            raise CommandError("--train-fraction must be between 0.1 and 0.9.")
+        report = experiment_run(
+            seed=options["seed"],
+            tasks_count=options["tasks"],
+            train_fraction=options["train_fraction"],
+            concurrency=max(1, options["concurrency"]),
+            output_dir=Path(options["output"]),
+            command=" ".join(["manage.py", *sys.argv[1:]]),
+            progress=lambda line: self.stdout.write(line),
+        )
+        c = report["arms"]["control"]["heldout"]
+        t = report["arms"]["treatment"]["heldout"]
+        cmp = report["comparison"]
+        self.stdout.write("")
+        self.stdout.write(
+            f"held-out success: control {c['success_rate']:.1%} (n={c['n']}) -> treatment "
+            f"{t['success_rate']:.1%} (n={t['n']}); difference {cmp['difference']:+.1%}, "
+            f"p = {cmp['p_value']:.2e}"
+        )
+        for path in report["files"]:
+            self.stdout.write(f"wrote {path}")

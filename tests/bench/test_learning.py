@@ -1,0 +1,77 @@
+"""The learning experiment's harness: ground truth, scoring, and a small end-to-end run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from bench.learning import Task, answer_correct, experiment_run, tasks_generate
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_tasks_are_seeded_split_and_carry_ground_truth(small_shop: Any) -> None:
+    first = tasks_generate(seed=5, count=30, train_fraction=0.4)
+    again = tasks_generate(seed=5, count=30, train_fraction=0.4)
+    assert first == again
+    assert sum(t.split == "train" for t in first) == 12
+    assert {t.kind for t in first} == {"order_status", "returns", "price", "stock", "policy"}
+    assert all(t.expected for t in first)
+
+
+@pytest.mark.parametrize(
+    ("expected", "status", "answer", "ok"),
+    [
+        ({"contains_any": ['"shipped"']}, "finished", 'Order #W1 has status "shipped".', True),
+        ({"contains_any": ['"shipped"']}, "fallback", 'Order #W1 has status "shipped".', False),
+        ({"contains_any": ['"shipped"']}, "finished", "I could not find it.", False),
+        ({"stock_by_sku": {"AB-1234-XX": True}}, "finished", "AB-1234-XX is in stock: 4.", True),
+        ({"stock_by_sku": {"AB-1234-XX": False}}, "finished", "AB-1234-XX is in stock: 4.", False),
+        (
+            {"stock_by_sku": {"AB-1234-XX": False}},
+            "finished",
+            "AB-1234-XX is currently out of stock.",
+            True,
+        ),
+    ],
+)
+def test_answers_are_scored_against_ground_truth(
+    expected: dict, status: str, answer: str, ok: bool
+) -> None:
+    assert answer_correct(Task("T", "x", "heldout", "q", expected), status, answer) is ok
+
+
+def test_a_small_experiment_runs_both_arms_and_writes_the_report(
+    small_shop: Any, tmp_path: Path, settings: Any
+) -> None:
+    settings.LLM_BACKEND = "simulated"
+    report = experiment_run(
+        seed=3,
+        tasks_count=24,
+        train_fraction=0.5,
+        concurrency=6,
+        output_dir=tmp_path,
+        command="test",
+        progress=lambda line: None,
+    )
+    assert report["arms"]["control"]["heldout"]["n"] == 12
+    assert report["arms"]["treatment"]["heldout"]["n"] == 12
+    assert report["arms"]["treatment"]["train"]["n"] == 12
+    assert 0 <= report["comparison"]["p_value"] <= 1
+    saved = json.loads((tmp_path / "learning-latest.json").read_text())
+    assert saved["config"]["llm_backend"] == "simulated"
+    assert "simulated" in (tmp_path / "learning-latest.md").read_text()
+    # the drifted order endpoint was learned as an adapter during training
+    kinds = {s["kind"] for s in report["strategies"]}
+    assert "adapter" in kinds
+
+
+def test_the_command_refuses_without_confirmation_or_with_too_few_tasks(db: None) -> None:
+    with pytest.raises(CommandError, match="dedicated database"):
+        call_command("bench_learning")
+    with pytest.raises(CommandError, match="200"):
+        call_command("bench_learning", "--yes", "--tasks", "50")
