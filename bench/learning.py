@@ -60,6 +60,10 @@ ORDER_TEMPLATES = [
 RETURN_TEMPLATES = ["Can I return order {oid}?", "Is order {oid} eligible for a return?"]
 PRICE_TEMPLATES = ["How much does the {name} cost?", "What is the price of the {name}?"]
 STOCK_TEMPLATES = ["Is the {name} in stock?", "Do you have the {name} available?"]
+COMPARE_TEMPLATES = [
+    "Which is cheaper, the {a} or the {b}?",
+    "Compare the price of the {a} and the {b}.",
+]
 
 # The environment both arms face (per-endpoint faults; seeded so each arm sees the same draws).
 ENVIRONMENT: dict[str, dict[str, Any]] = {
@@ -69,7 +73,14 @@ ENVIRONMENT: dict[str, dict[str, Any]] = {
     "inventory": {"rate_500": 0.06, "seed": 14},
 }
 
-MIX = {"order_status": 0.40, "returns": 0.12, "price": 0.20, "stock": 0.18, "policy": 0.10}
+MIX = {
+    "order_status": 0.38,
+    "returns": 0.12,
+    "price": 0.14,
+    "compare": 0.08,
+    "stock": 0.18,
+    "policy": 0.10,
+}
 
 
 @dataclass(frozen=True)
@@ -218,6 +229,21 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
                 query = rng.choice(STOCK_TEMPLATES).format(name=name)
                 expected = {"stock_by_sku": stock}
             tasks.append(Task("", kind, "", query, expected))
+    for _ in range(counts["compare"]):
+        (_, name_a), (_, name_b) = rng.sample(products, 2)
+        prices = {}
+        for name in (name_a, name_b):
+            # The price a shopper is quoted: the first SKU of the top search result.
+            found = client.get(f"{base}/products", {"q": name}).json()["results"]
+            sku = found[0]["skus"][0]["sku"]
+            prices[name] = _get(client, f"{base}/skus/{quote(sku, safe='')}")["final_price"]
+        if prices[name_a] == prices[name_b]:
+            expected = {"contains_any": ["Both cost the same"]}
+        else:
+            winner, loser = sorted(prices, key=prices.__getitem__)
+            expected = {"contains_any": [f"{winner} is cheaper than {loser}"]}
+        query = rng.choice(COMPARE_TEMPLATES).format(a=name_a, b=name_b)
+        tasks.append(Task("", "compare", "", query, expected))
     for i in range(counts["policy"]):
         question, facts = POLICY_QUESTIONS[i % len(POLICY_QUESTIONS)]
         tasks.append(Task("", "policy", "", question, {"contains_any": facts}))
@@ -286,6 +312,25 @@ def _targets(steps: list[Any]) -> dict[str, list[int]]:
     return {key: sorted(ids) for key, ids in targets.items()}
 
 
+def review_standin() -> int:
+    """A cautious stand-in for a human reviewer: approve a proposal once its replay passed
+    and either a deterministic analyzer made it or two failures agreed on it."""
+    from reviews.models import ReviewItem
+    from reviews.services import review_item_approve
+
+    approved = 0
+    for item in ReviewItem.objects.filter(
+        status=ReviewItem.Status.OPEN, reason=ReviewItem.Reason.LOW_CONFIDENCE
+    ).select_related("strategy"):
+        strategy = item.strategy
+        if strategy is None or strategy.replay_status != "passed":
+            continue
+        if strategy.origin.startswith("analyzer:") or strategy.agree_count >= 2:
+            review_item_approve(item_id=item.pk, note="bench review stand-in")
+            approved += 1
+    return approved
+
+
 def run_tasks(
     tasks: list[Task],
     *,
@@ -294,6 +339,7 @@ def run_tasks(
     concurrency: int,
     learn: bool,
     progress: Callable[[str], None],
+    approval: str = "auto",
 ) -> list[RunResult]:
     """Run tasks ``concurrency`` at a time on one event loop; learn after each batch."""
     from agents.services import run_execute
@@ -325,7 +371,9 @@ def run_tasks(
             result = _result(task, str(trace.pk))
             results.append(result)
             if learn and result.error_types:
-                reflexion_run(trace_id=str(trace.pk), auto_approve=True)
+                reflexion_run(trace_id=str(trace.pk), auto_approve=approval == "auto")
+        if learn and approval == "standin":
+            review_standin()
         done = start + len(batch)
         rate = sum(r.success for r in results) / len(results)
         progress(f"  {arm}: {done}/{len(tasks)} runs, success so far {rate:.1%}")
@@ -524,6 +572,7 @@ def experiment_run(
     output_dir: Path,
     command: str,
     progress: Callable[[str], None],
+    approval: str = "auto",
 ) -> dict[str, Any]:
     from agents.models import Agent
     from agents.services import DEFAULT_AGENT_SLUG
@@ -574,6 +623,7 @@ def experiment_run(
                 concurrency=concurrency,
                 learn=True,
                 progress=progress,
+                approval=approval,
             )
             treatment.results = run_tasks(
                 heldout,
@@ -614,7 +664,10 @@ def experiment_run(
             "llm_backend": settings.LLM_BACKEND,
             "llm_sim_error_rates": settings.LLM_SIM_ERROR_RATES,
             "llm_sim_hint_follow_rate": settings.LLM_SIM_HINT_FOLLOW_RATE,
-            "approval": "auto-approve after a passed replay",
+            "approval": {
+                "auto": "auto-approve after a passed replay",
+                "standin": "review stand-in: analyzer-made or twice-agreed, replay passed",
+            }[approval],
             "environment": ENVIRONMENT,
             "mix": MIX,
         },

@@ -134,6 +134,12 @@ class PolicyVersion(models.Model):
     def __str__(self) -> str:
         return f"v{self.number}" + (" (active)" if self.is_active else "")
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Immutable once written: a version is evidence of what ran. Only activation moves.
+        if not self._state.adding and set(kwargs.get("update_fields") or ["*"]) != {"is_active"}:
+            raise ValueError(f"PolicyVersion v{self.number} is immutable; publish a new version.")
+        super().save(*args, **kwargs)
+
     @property
     def label(self) -> str:
         return f"v{self.number}"

@@ -413,14 +413,28 @@ def negative_feedback_stop(facts: FailureFacts) -> str:
         status=ReviewItem.Status.OPEN,
     ).exists():
         return "an open review already holds this error signature"
-    failed = ReflexionProposal.objects.filter(
+    # A person who closed an earlier stop for this signature resets the count.
+    since = (
+        ReviewItem.objects.filter(
+            error_signature=facts.signature, reason=ReviewItem.Reason.NEGATIVE_FEEDBACK
+        )
+        .exclude(decided_at=None)
+        .order_by("-decided_at")
+        .values_list("decided_at", flat=True)
+        .first()
+    )
+    proposals = ReflexionProposal.objects.filter(
         error_signature=facts.signature,
         outcome=ReflexionProposal.Outcome.REJECTED,
         reason__startswith="replay failed",
-    ).count()
-    failed += Strategy.objects.filter(
+    )
+    deprecated = Strategy.objects.filter(
         error_type=facts.error_type, tool_name=facts.tool, status=Strategy.Status.DEPRECATED
-    ).count()
+    )
+    if since is not None:
+        proposals = proposals.filter(created_at__gt=since)
+        deprecated = deprecated.filter(updated_at__gt=since)
+    failed = proposals.count() + deprecated.count()
     if failed >= NEGATIVE_FEEDBACK_LIMIT:
         ReviewItem.objects.create(
             error_signature=facts.signature,

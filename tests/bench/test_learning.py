@@ -19,7 +19,14 @@ def test_tasks_are_seeded_split_and_carry_ground_truth(small_shop: Any) -> None:
     again = tasks_generate(seed=5, count=30, train_fraction=0.4)
     assert first == again
     assert sum(t.split == "train" for t in first) == 12
-    assert {t.kind for t in first} == {"order_status", "returns", "price", "stock", "policy"}
+    assert {t.kind for t in first} == {
+        "order_status",
+        "returns",
+        "price",
+        "compare",
+        "stock",
+        "policy",
+    }
     assert all(t.expected for t in first)
 
 

@@ -23,6 +23,12 @@ class Command(BaseCommand):
         parser.add_argument("--tasks", type=int, default=240)
         parser.add_argument("--train-fraction", type=float, default=0.4)
         parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument(
+            "--approval",
+            choices=["auto", "standin"],
+            default="auto",
+            help="auto: approve after a passed replay; standin: a cautious reviewer stand-in.",
+        )
         parser.add_argument("--output", default=str(Path(settings.BASE_DIR) / "bench" / "results"))
         parser.add_argument(
             "--yes", action="store_true", help="Confirm that this database's policies may be reset."
@@ -49,6 +55,7 @@ class Command(BaseCommand):
             output_dir=Path(options["output"]),
             command=" ".join(["manage.py", *sys.argv[1:]]),
             progress=lambda line: self.stdout.write(line),
+            approval=options["approval"],
         )
         c = report["arms"]["control"]["heldout"]
         t = report["arms"]["treatment"]["heldout"]

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from reviews import views
+
+app_name = "reviews"
+urlpatterns = [
+    path("", views.review_queue, name="queue"),
+    path("<int:item_id>/decide/", views.review_decide, name="decide"),
+]

@@ -1,0 +1,1 @@
+from tests.policies.conftest import make_strategy  # noqa: F401

@@ -1,0 +1,92 @@
+"""The review queue: decisions publish or reject strategies, with locks and an audit trail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+
+from policies.models import PolicyVersion, Strategy
+from reviews.models import AuditLog, ReviewItem
+from reviews.services import (
+    ReviewConflict,
+    review_item_approve,
+    review_item_lock,
+    review_item_reject,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ops_user(django_user_model: Any) -> Any:
+    user = django_user_model.objects.create_user("olga", password="pw-olga-123", is_staff=True)
+    user.groups.add(Group.objects.get_or_create(name="ops")[0])
+    return user
+
+
+@pytest.fixture
+def proposed(make_strategy: Any) -> ReviewItem:
+    strategy = make_strategy(status=Strategy.Status.IN_REVIEW)
+    return ReviewItem.objects.create(strategy=strategy, reason=ReviewItem.Reason.LOW_CONFIDENCE)
+
+
+def test_approving_a_proposal_publishes_a_version_by_the_reviewer(
+    proposed: ReviewItem, ops_user: Any
+) -> None:
+    review_item_approve(item_id=proposed.pk, user=ops_user, note="looks right")
+    proposed.refresh_from_db()
+    assert proposed.status == "approved" and proposed.decided_by == ops_user
+    version = PolicyVersion.objects.get(is_active=True)
+    assert version.author == ops_user and version.author_kind == "reviewer"
+    assert proposed.strategy is not None
+    assert list(version.source_strategies.all()) == [proposed.strategy]
+    assert AuditLog.objects.filter(action="review.approve", actor=ops_user).exists()
+
+
+def test_rejecting_stops_the_strategy(proposed: ReviewItem, ops_user: Any) -> None:
+    review_item_reject(item_id=proposed.pk, user=ops_user, note="too broad")
+    assert Strategy.objects.get().status == "rejected"
+    assert not PolicyVersion.objects.exists()
+
+
+def test_a_decided_item_cannot_be_decided_again(proposed: ReviewItem, ops_user: Any) -> None:
+    review_item_approve(item_id=proposed.pk, user=ops_user)
+    with pytest.raises(ReviewConflict, match="already approved"):
+        review_item_reject(item_id=proposed.pk, user=ops_user, note="x")
+
+
+def test_a_lock_keeps_a_second_reviewer_out(
+    proposed: ReviewItem, ops_user: Any, django_user_model: Any
+) -> None:
+    other = django_user_model.objects.create_user("piet", password="pw-piet-123")
+    review_item_lock(item_id=proposed.pk, user=ops_user)
+    with pytest.raises(ReviewConflict, match="being decided"):
+        review_item_approve(item_id=proposed.pk, user=other)
+
+
+def test_versions_are_immutable(proposed: ReviewItem, ops_user: Any) -> None:
+    review_item_approve(item_id=proposed.pk, user=ops_user)
+    version = PolicyVersion.objects.get()
+    version.note = "rewritten history"
+    with pytest.raises(ValueError, match="immutable"):
+        version.save()
+
+
+def test_queue_page_is_for_ops_and_decisions_need_a_reason_to_reject(
+    client: Any, proposed: ReviewItem, ops_user: Any, staff_user: Any
+) -> None:
+    client.force_login(staff_user)
+    assert client.get("/reviews/").status_code == 403
+    client.force_login(ops_user)
+    page = client.get("/reviews/").content.decode()
+    assert proposed.strategy is not None
+    assert proposed.strategy.strategy_update in page
+    response = client.post(f"/reviews/{proposed.pk}/decide/", {"decision": "reject"}, follow=True)
+    assert "Say why you reject it" in response.content.decode()
+    proposed.refresh_from_db()
+    assert proposed.status == "open"
+    client.post(f"/reviews/{proposed.pk}/decide/", {"decision": "approve"})
+    proposed.refresh_from_db()
+    assert proposed.status == "approved"
