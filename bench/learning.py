@@ -594,47 +594,33 @@ def experiment_run(
             heldout = [t for t in tasks if t.split == "heldout"]
             progress(f"{len(tasks)} tasks: {len(train)} train, {len(heldout)} held-out")
             arms: dict[str, ArmResult] = {}
+            for name, learns in (("control", False), ("treatment", True)):
+                progress(
+                    f"{name}: "
+                    + ("learn on train, then measure held-out" if learns else "loop off")
+                )
+                learning_state_reset()
+                environment_apply()
+                arm_started = time.monotonic()
+                arm = ArmResult(name)
 
-            progress("control: learning loop off")
-            learning_state_reset()
-            environment_apply()
-            arm_started = time.monotonic()
-            control = ArmResult("control")
-            control.results = run_tasks(
-                heldout,
-                agent_id=agent.pk,
-                arm="control",
-                concurrency=concurrency,
-                learn=False,
-                progress=progress,
-            )
-            control.wall_seconds = time.monotonic() - arm_started
-            arms["control"] = control
+                def run(split: list[Task], learn: bool, arm_name: str = name) -> list[RunResult]:
+                    return run_tasks(
+                        split,
+                        agent_id=agent.pk,
+                        arm=arm_name,
+                        concurrency=concurrency,
+                        learn=learn,
+                        progress=progress,
+                        approval=approval,
+                    )
 
-            progress("treatment: learn on train, then measure held-out")
-            learning_state_reset()
-            environment_apply()
-            arm_started = time.monotonic()
-            treatment = ArmResult("treatment")
-            treatment.train_results = run_tasks(
-                train,
-                agent_id=agent.pk,
-                arm="treatment",
-                concurrency=concurrency,
-                learn=True,
-                progress=progress,
-                approval=approval,
-            )
-            treatment.results = run_tasks(
-                heldout,
-                agent_id=agent.pk,
-                arm="treatment",
-                concurrency=concurrency,
-                learn=False,
-                progress=progress,
-            )
-            treatment.wall_seconds = time.monotonic() - arm_started
-            arms["treatment"] = treatment
+                if learns:
+                    arm.train_results = run(train, True)
+                # Held-out is measured with learning frozen in both arms.
+                arm.results = run(heldout, False)
+                arm.wall_seconds = time.monotonic() - arm_started
+                arms[name] = arm
             strategies = _strategies_table()
             from sandbox.services import faultrule_clear
 

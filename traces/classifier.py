@@ -176,6 +176,18 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
 ]
 
 
+RULE_FIELDS = (
+    "position",
+    "name",
+    "source",
+    "status_min",
+    "status_max",
+    "exception_class",
+    "body_pattern",
+    "error_type",
+)
+
+
 def compile_rules(rows: list[dict[str, Any]]) -> list[CompiledRule]:
     compiled = [
         CompiledRule(
@@ -205,33 +217,12 @@ def classify_error(event: ErrorEvent, rules: list[CompiledRule]) -> str:
 
 def error_rules_load() -> list[CompiledRule]:
     """Read the enabled rules from the table (one query; the runtime loads once per run)."""
-    rows = ErrorRule.objects.filter(enabled=True).values(
-        "position",
-        "name",
-        "source",
-        "status_min",
-        "status_max",
-        "exception_class",
-        "body_pattern",
-        "error_type",
-    )
+    rows = ErrorRule.objects.filter(enabled=True).values(*RULE_FIELDS)
     return compile_rules([dict(row) for row in rows])
 
 
 async def error_rules_aload() -> list[CompiledRule]:
-    rows = [
-        dict(row)
-        async for row in ErrorRule.objects.filter(enabled=True).values(
-            "position",
-            "name",
-            "source",
-            "status_min",
-            "status_max",
-            "exception_class",
-            "body_pattern",
-            "error_type",
-        )
-    ]
+    rows = [dict(row) async for row in ErrorRule.objects.filter(enabled=True).values(*RULE_FIELDS)]
     return compile_rules(rows)
 
 

@@ -993,51 +993,50 @@ class ReActPlanner:
         return f"#W{newest.group(1)}", None, "Your most recent order is "
 
     def _plan_order(self) -> Decision:
-        order_id, early, prefix = self._order_id("with your order")
-        if order_id is None:
-            assert early is not None
-            return early
-        if not self.has("get_order"):
-            return self.missing_tool("get_order")
-        found = self.find_ok("get_order", order_id=order_id)
-        if found is None:
-            return self.attempt(
-                Call(
-                    "get_order",
-                    {"order_id": order_id},
-                    f"The customer asks about order {order_id}; I need its status and shipping "
-                    "details, so I call get_order.",
-                    _EXPECTATIONS["get_order"],
-                )
-            )
-        return Answer(
-            text=(prefix + f"{order_id}. " if prefix else "")
-            + order_answer(order_id, self.facts(found)),
-            thought=f"get_order returned the details of {order_id}; I answer from them.",
+        return self._plan_order_lookup(
+            tool="get_order",
+            context="with your order",
+            thought="The customer asks about order {oid}; I need its status and shipping "
+            "details, so I call get_order.",
+            answer=order_answer,
+            answered="get_order returned the details of {oid}; I answer from them.",
         )
 
     def _plan_return(self) -> Decision:
-        order_id, early, prefix = self._order_id("with your return")
+        return self._plan_order_lookup(
+            tool="get_return_status",
+            context="with your return",
+            thought="The customer wants to return order {oid}; I check its return eligibility.",
+            answer=return_answer,
+            answered="get_return_status answered for {oid}; I answer from it.",
+        )
+
+    def _plan_order_lookup(
+        self,
+        *,
+        tool: str,
+        context: str,
+        thought: str,
+        answer: Callable[[str, Facts], str],
+        answered: str,
+    ) -> Decision:
+        """One order-keyed lookup, then an answer from its facts."""
+        order_id, early, prefix = self._order_id(context)
         if order_id is None:
             assert early is not None
             return early
-        if not self.has("get_return_status"):
-            return self.missing_tool("get_return_status")
-        found = self.find_ok("get_return_status", order_id=order_id)
+        if not self.has(tool):
+            return self.missing_tool(tool)
+        found = self.find_ok(tool, order_id=order_id)
         if found is None:
             return self.attempt(
                 Call(
-                    "get_return_status",
-                    {"order_id": order_id},
-                    f"The customer wants to return order {order_id}; I check its return "
-                    "eligibility.",
-                    _EXPECTATIONS["get_return_status"],
+                    tool, {"order_id": order_id}, thought.format(oid=order_id), _EXPECTATIONS[tool]
                 )
             )
         return Answer(
-            text=(prefix + f"{order_id}. " if prefix else "")
-            + return_answer(order_id, self.facts(found)),
-            thought=f"get_return_status answered for {order_id}; I answer from it.",
+            text=(prefix + f"{order_id}. " if prefix else "") + answer(order_id, self.facts(found)),
+            thought=answered.format(oid=order_id),
         )
 
     # -- products
