@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from celery import shared_task
 from django.conf import settings
@@ -16,6 +16,17 @@ logger = logging.getLogger(__name__)
 
 # Embedded shape: one background thread runs Reflexion jobs in order, off the run's path.
 _inprocess = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reflexion")
+_pending: list[Future[None]] = []
+
+
+def reflexion_inprocess_drain(*, timeout: float = 120.0) -> int:
+    """Wait for the in-process Reflexion jobs queued so far (a CLI must not exit under
+    them); return how many finished."""
+    done = 0
+    while _pending:
+        _pending.pop(0).result(timeout=timeout)
+        done += 1
+    return done
 
 
 def _signatures(trace: Trace) -> list[str]:
@@ -40,7 +51,7 @@ def reflexion_enqueue(*, trace_id: str) -> bool:
     if settings.AGENT_EXECUTOR == "celery":
         reflect_trace.delay(trace_id)
     else:
-        _inprocess.submit(_reflect_inprocess, trace_id)
+        _pending.append(_inprocess.submit(_reflect_inprocess, trace_id))
     return True
 
 

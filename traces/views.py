@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -20,6 +21,7 @@ def trace_list(request: HttpRequest) -> HttpResponse:
         qs = qs.filter(status=status)
     if error_type in ErrorType.values:
         qs = qs.filter(error_type=error_type)
+    qs = qs.annotate(failed_steps=Count("steps", filter=Q(steps__ok=False)))
     page = Paginator(qs.order_by("-created_at"), 50).get_page(request.GET.get("page"))
     return render(
         request,

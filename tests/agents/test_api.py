@@ -123,3 +123,30 @@ def test_openapi_schema_lists_runs_traces_and_steps(api: APIClient) -> None:
     assert "/api/runs/" in paths
     assert "/api/traces/{id}/" in paths
     assert "/api/steps/" in paths
+
+
+def test_trace_explorer_page_counts_failed_steps_in_one_query_per_page(
+    client: Any, staff_user: Any, support_agent: Any, django_assert_max_num_queries: Any
+) -> None:
+    from django.utils import timezone
+
+    for i in range(15):
+        trace = trace_create(
+            agent_id=support_agent.pk,
+            query=f"q{i}",
+            llm_backend="simulated",
+            created_by_id=staff_user.pk,
+        )
+        Step.objects.create(
+            trace=trace,
+            step_number=1,
+            phase="action",
+            ok=False,
+            error_type="TIMEOUT",
+            started_at=timezone.now(),
+        )
+    client.force_login(staff_user)
+    with django_assert_max_num_queries(8):
+        page = client.get("/traces/")
+    assert page.status_code == 200
+    assert page.content.decode().count('<span class="err">1</span>') == 15

@@ -35,6 +35,9 @@ def format_step(step: Step) -> str:
         return f"{line}\n{'':16}{body[:300]}"
     if step.phase == Step.Phase.REFLECTION:
         return f"{head} {step.response_summary}"
+    if step.phase == "retrieval":
+        titles = " | ".join(step.response_summary.splitlines()) or "(nothing found)"
+        return f"{head} {step.details.get('search_query', '')!r} -> {titles}"
     return f"{head} {step.error_type or ''} {step.response_summary}".rstrip()
 
 
@@ -86,6 +89,7 @@ class Command(BaseCommand):
             )
         trace.refresh_from_db()
         self._summary(trace)
+        self._reflexion(trace)
 
     def _follow(self, trace: Trace, timeout: float) -> None:
         seen = 0
@@ -99,6 +103,23 @@ class Command(BaseCommand):
                 return
             time.sleep(0.2)  # polling the trace store; a worker elsewhere writes the steps
         raise CommandError(f"No terminal state after {timeout:g}s; is a worker running?")
+
+    def _reflexion(self, trace: Trace) -> None:
+        """In-process runs hand failures to Reflexion on a background thread: wait for it
+        and say what it concluded."""
+        if settings.AGENT_EXECUTOR == "celery":
+            return
+        from policies.models import ReflexionProposal
+        from policies.tasks import reflexion_inprocess_drain
+
+        reflexion_inprocess_drain()
+        for proposal in ReflexionProposal.objects.filter(trace=trace).order_by("created_at"):
+            label = f"reflexion: {proposal.error_type} -> {proposal.outcome}"
+            if proposal.strategy_id:
+                label += f" S{proposal.strategy_id} ({proposal.payload.get('strategy_update', '')})"
+            if proposal.reason:
+                label += f": {proposal.reason}"
+            self.stdout.write(label)
 
     def _summary(self, trace: Trace) -> None:
         self.stdout.write("")
