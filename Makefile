@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 
-.PHONY: run test install migrate seed lint typecheck bench-learning clean
+.PHONY: run test install migrate seed lint typecheck bench bench-learning clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +39,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy agents traces policies reviews bench
 
+## Runtime benchmark (steps/s with durable Steps, runs in flight) on its own database.
+bench: $(STAMP)
+	mkdir -p var
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py migrate --noinput -v0
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py bench_runtime
+
 ## The learning experiment on its own database (it resets that database's policy tree).
-BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 bench-learning: $(STAMP)
 	mkdir -p var
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py migrate --noinput -v0

@@ -333,6 +333,7 @@ class AgentRun:
         self._validated: Any = None
         self._pending_key = ""
         self._handover = False
+        self._resumed = bool(recorded_steps)
         for record in recorded_steps or []:
             self.memory.apply(record)
         self.tool_specs = [
@@ -606,7 +607,9 @@ class AgentRun:
         rnd = self.memory.current_round()
         signature = call_signature(call.tool.name, call.arguments)
         key = hashlib.sha256(f"{self.trace_id}:{rnd.number}:{signature}".encode()).hexdigest()
-        recorded = await self.sink.recorded_tool_call(key)
+        # Only a redelivered run can find its call already recorded; a fresh run that races
+        # a duplicate delivery loses at the unique step number instead.
+        recorded = await self.sink.recorded_tool_call(key) if self._resumed else None
         if recorded is not None:
             # Redelivered run: the call happened and was recorded; never repeat it.
             self.memory.apply(recorded)
