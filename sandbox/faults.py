@@ -147,6 +147,7 @@ def _fault_response(kind: str, plan: FaultPlan) -> HttpResponse:
         )
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     else:
+        # The injected fault *is* a hung upstream: holding the request is the point.
         time.sleep(plan.timeout_seconds)
         response = JsonResponse(
             {
@@ -195,6 +196,7 @@ def inject_faults(endpoint: str) -> Callable[[View], View]:
             if kind is not None and kind != "slow":
                 return _fault_response(kind, plan)
             if kind == "slow":
+                # An injected slow answer: the delay is the fault being simulated.
                 time.sleep(plan.slow_ms / 1000)
             request.sandbox_drift = plan.drift  # type: ignore[attr-defined]
             response = view(request, *args, **kwargs)

@@ -68,10 +68,13 @@ def test_fifty_runs_under_thirty_percent_faults_all_end_terminal_and_classified(
         rate_401=0.04,
         rate_429=0.08,
         rate_timeout=0.04,
-        timeout_seconds=1.0,
+        timeout_seconds=4.0,
         seed=1234,
     )
-    support_agent.tools.filter(name="get_order").update(timeout_seconds=0.3)
+    # 50 concurrent calls on a loaded 2-core machine must not time out on their own, and
+    # the suspension breaker (tested on its own) must not hide the faults under test.
+    support_agent.tools.filter(name="get_order").update(timeout_seconds=2.0)
+    settings.AGENT_TOOL_TIMEOUTS_PER_HOUR_TO_SUSPEND = 1000
     order_ids = list(Order.objects.order_by("order_id").values_list("order_id", flat=True)[:50])
     traces = [
         trace_create(
@@ -100,5 +103,5 @@ def test_fifty_runs_under_thirty_percent_faults_all_end_terminal_and_classified(
     for step in Step.objects.filter(
         trace__in=traces, phase="action", ok=False, status_code__isnull=True
     ):
-        assert step.error_type in {"TIMEOUT", "TOOL_SUSPENDED", "HALLUCINATED_ANSWER"}
+        assert step.error_type in {"TIMEOUT", "HALLUCINATED_ANSWER"}
     assert not Step.objects.filter(trace__in=traces, ok=False, error_type="").exists()
