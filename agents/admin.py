@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert
+from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 
 
 @admin.register(Agent)
@@ -48,3 +48,12 @@ class KnowledgeArticleAdmin(admin.ModelAdmin):
     search_fields = ["slug", "title", "body"]
     prepopulated_fields = {"slug": ["title"]}
     readonly_fields = ["updated_at"]
+
+
+@admin.register(ToolResultCache)
+class ToolResultCacheAdmin(admin.ModelAdmin):
+    """The last good result per call signature, served by degrade handlers."""
+
+    list_display = ["tool_name", "arguments", "status_code", "updated_at"]
+    list_filter = ["tool_name"]
+    readonly_fields = ["signature", "tool_name", "arguments", "body", "status_code", "updated_at"]
