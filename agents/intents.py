@@ -87,22 +87,33 @@ def answer_unsupported_reason(
     """
     intent = intent_detect(query)
     if intent in DATA_INTENTS and successful_tool_results == 0:
-        # Saying honestly that nothing could be retrieved is not a hallucination.
-        if not any(pattern.search(answer) for pattern in _FACT_PATTERNS[2:]) and re.search(
+        # Saying honestly that nothing could be retrieved is not a hallucination, as long as
+        # it states no fact of its own (checked against the evidence below).
+        if re.search(
             r"\b(could not|couldn't|cannot|can't|unable|not able|unavailable|not available|"
-            r"not found|no order|sorry)\b",
+            r"not found|no order)\b",
             answer,
             re.I,
-        ):
-            return ""
+        ) and not _CLAIM_RE.search(answer):
+            return _unsupported_fact(answer, query, observations)
         return f"the request ({intent.value}) needs shop data but no tool call succeeded"
+    return _unsupported_fact(answer, query, observations)
+
+
+# Status claims that only a tool could have told the model.
+_CLAIM_RE = re.compile(
+    r"\b(was|has been|is) (delivered|shipped|in stock|eligible|refunded|cancelled)\b|"
+    r"\bwill (arrive|be delivered)\b",
+    re.I,
+)
+
+
+def _unsupported_fact(answer: str, query: str, observations: list[str]) -> str:
     evidence = query + "\n" + "\n".join(observations)
-    evidence_normalised = evidence.replace(" ", "")
     for pattern in _FACT_PATTERNS:
         for match in pattern.findall(answer) if pattern.groups == 0 else []:
-            token = match.replace(" ", "")
-            if token.startswith("$"):
-                token = token[1:]
-            if token not in evidence_normalised:
+            token = match.replace(" ", "").removeprefix("$")
+            # Whole tokens only: "$1" is not supported by a "129.99" somewhere.
+            if not re.search(rf"(?<![\w.]){re.escape(token)}(?![\w]|\.\d)", evidence):
                 return f"the answer states {match!r}, which no observation contains"
     return ""

@@ -712,6 +712,8 @@ class AgentRun:
                         (AdapterRule(handler.strategy_id, name, transform),), arguments
                     )
             retry = self.executor.validate(call.tool.name, arguments)
+            if not isinstance(retry, ValidationFailure):
+                retry = self._apply_policy_inputs(retry)
             if isinstance(retry, ValidationFailure):
                 return result, {"handler": "retry_once", "retry": "invalid"}
             return await self.executor.execute(retry), {"handler": "retry_once"}
@@ -719,6 +721,8 @@ class AgentRun:
             other = self.executor.validate(
                 handler.call, substitute(handler.input, next(iter(call.arguments.values()), ""))
             )
+            if not isinstance(other, ValidationFailure):
+                other = self._apply_policy_inputs(other)
             if isinstance(other, ValidationFailure):
                 return result, {"handler": "call_tool", "call": "invalid"}
             return await self.executor.execute(other), {"handler": "call_tool"}
@@ -749,7 +753,9 @@ class AgentRun:
         if error_type:
             result, handled = await self._handle_error(call, result, error_type)
             error_type = self._classify_result(result)
-        if result.ok and not handled.get("degraded"):
+        if result.ok and not handled:
+            # Only a plain successful call is this signature's result: a handler's answer
+            # came from another call (or from the cache itself).
             await self.sink.cache_store(
                 hashlib.sha256(signature.encode()).hexdigest(),
                 call.tool.name,

@@ -207,19 +207,19 @@ async def run_execute(
     config = config or runtime_config()
     if trace.agent.max_iterations:
         config = RuntimeConfig(**{**config.__dict__, "max_iterations": trace.agent.max_iterations})
-    if policy is None:
-        from policies.selectors import runtime_policy_for_run
-
-        policy = await sync_to_async(runtime_policy_for_run)(bucket=trace.policy_bucket)
-    if policy.version != trace.policy_version:
-        await sync_to_async(trace_services.trace_set_policy)(
-            trace_id=trace_id, version=policy.version
-        )
     recorder = TraceRecorder(
         trace_id=trace_id, next_step_number=(steps[-1].step_number + 1) if steps else 1
     )
     recorder.on_step = on_step
     try:
+        if policy is None:
+            from policies.selectors import runtime_policy_for_run
+
+            policy = await sync_to_async(runtime_policy_for_run)(bucket=trace.policy_bucket)
+        if policy.version != trace.policy_version:
+            await sync_to_async(trace_services.trace_set_policy)(
+                trace_id=trace_id, version=policy.version
+            )
         llm = llm_client_build(backend=llm_backend or trace.llm_backend)
         rules = await error_rules_aload()
         if await _uses_selfrag(trace.query):
@@ -297,4 +297,10 @@ def run_execute_blocking(*, trace_id: str, timeout: float | None = None) -> None
     """Run on this process's shared event loop and wait (used by the Celery task)."""
     from agents.loop_runner import loop_runner
 
-    loop_runner().submit(run_execute(trace_id=trace_id)).result(timeout=timeout)
+    future = loop_runner().submit(run_execute(trace_id=trace_id))
+    try:
+        future.result(timeout=timeout)
+    except BaseException:
+        # A task that gives up (time limit, worker shutdown) must not leave its run going.
+        future.cancel()
+        raise

@@ -63,13 +63,30 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
         "tool"
     ):
         errors.append(f"a {kind} needs the tool it applies to")
+    # Model output is untrusted: check types before anything relies on them.
+    for key in ("tool", "intent", "call", "arg", "take", "assign", "field", "on", "action"):
+        if key in branch and not isinstance(branch[key], str):
+            errors.append(f"{key} must be a string")
+    if "input" in branch and not isinstance(branch["input"], dict):
+        errors.append("input must be a mapping")
+    if "transform" in branch and kind == "error_handler":
+        transform = branch["transform"]
+        if not isinstance(transform, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v in TRANSFORMS
+            for k, v in transform.items()
+        ):
+            errors.append(f"transform must map argument names to one of {sorted(TRANSFORMS)}")
+    if "max_retries" in branch and (
+        not isinstance(branch["max_retries"], int) or isinstance(branch["max_retries"], bool)
+    ):
+        errors.append("max_retries must be an integer")
+    if errors:
+        return errors
     if kind == "pre_condition":
         try:
             re.compile(branch["not_pattern"])
         except (re.error, TypeError) as exc:
             errors.append(f"not_pattern is not a regex: {exc}")
-        if not isinstance(branch["input"], dict):
-            errors.append("input must be a mapping")
         if branch["call"] == branch.get("tool"):
             errors.append("a pre_condition must call a different tool")
     elif kind == "validation_rule":
@@ -88,7 +105,7 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
         if int(branch.get("max_retries", 1)) > 1:
             errors.append("at most 1 retry is allowed")
     elif kind == "adapter":
-        if branch["transform"] not in TRANSFORMS:
+        if not isinstance(branch["transform"], str) or branch["transform"] not in TRANSFORMS:
             errors.append(f"transform must be one of {', '.join(sorted(TRANSFORMS))}")
     elif kind == "prompt_hint":
         text = branch["text"]

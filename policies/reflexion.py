@@ -526,8 +526,9 @@ def reflexion_for_failure(
         intent=proposal.branch.get("intent", ""), tool_name=proposal.branch.get("tool", "")
     )
     with transaction.atomic():
-        if rival is not None:
-            # EDIT: one slot, one rule; the better-evidenced rewrite replaces the old one.
+        live = (Strategy.Status.ACTIVE, Strategy.Status.APPROVED)
+        if rival is not None and rival.status not in live:
+            # EDIT of a rule nobody applies yet: rewrite it in place.
             rival.branch = proposal.branch
             rival.root_cause = proposal.root_cause
             rival.strategy_update = proposal.strategy_update
@@ -555,7 +556,13 @@ def reflexion_for_failure(
                 replay_detail=detail,
             )
             strategy.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
-            outcome = ReflexionProposal.Outcome.ADDED
+            # EDIT of a live rule: the rewrite waits for approval like any proposal, and its
+            # activation replaces the rival in the new version (strategy_activate).
+            outcome = (
+                ReflexionProposal.Outcome.EDITED
+                if rival is not None
+                else ReflexionProposal.Outcome.ADDED
+            )
         record = _record(facts, proposal, outcome, "", gates, strategy)
     approve = settings.REFLEXION_AUTO_APPROVE if auto_approve is None else auto_approve
     if approve:

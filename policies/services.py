@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
+from policies.branches import branch_slot
 from policies.models import Strategy
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
 from reviews.models import AuditLog, ReviewItem
@@ -139,8 +140,17 @@ def strategy_activate(*, strategy: Strategy, actor: Any = None, author_kind: str
         members = (
             list(active.strategies.exclude(status__in=["deprecated", "rejected"])) if active else []
         )
+        # One rule per slot: the new strategy replaces a rival that sits in the same place.
+        slot = branch_slot(strategy.kind, strategy.branch)
+        replaced = [
+            m for m in members if m.pk != strategy.pk and branch_slot(m.kind, m.branch) == slot
+        ]
+        members = [m for m in members if m not in replaced]
         if strategy not in members:
             members.append(strategy)
+        for rival in replaced:
+            rival.status = Strategy.Status.DEPRECATED
+            rival.save(update_fields=["status", "updated_at"])
         version = policy_version_create(
             strategies=members,
             author=actor if getattr(actor, "pk", None) else None,

@@ -64,16 +64,27 @@ class StepBatcher:
                     try:
                         await sync_to_async(_insert_batch)([step])
                     except Exception as exc:  # reported to the run that wrote it
-                        future.set_exception(exc)
+                        _settle(future, exc=exc)
                     else:
-                        future.set_result(step)
+                        _settle(future, step=step)
             except Exception as exc:  # the database is gone: every waiting run hears
                 for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
+                    _settle(future, exc=exc)
             else:
                 for step, future in batch:
-                    future.set_result(step)
+                    _settle(future, step=step)
+
+
+def _settle(
+    future: asyncio.Future[Step], *, step: Step | None = None, exc: BaseException | None = None
+) -> None:
+    # A run cancelled while waiting (its time limit) must not take the others down with it.
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(step)  # type: ignore[arg-type]
 
 
 def _insert_batch(steps: list[Step]) -> None:
@@ -105,21 +116,22 @@ class TraceRecorder:
         data = asdict(record)
         data["cost_usd"] = Decimal(str(round(record.cost_usd, 6)))
         now = timezone.now()
+        number = self.next_step_number
+        # Queued is as good as taken: even if this run is cancelled while waiting, the row
+        # goes in, so the next step must not reuse its number.
+        self.next_step_number += 1
         try:
             step = await step_batcher().write(
                 Step(
                     trace_id=self.trace_id,
-                    step_number=self.next_step_number,
+                    step_number=number,
                     started_at=now - timedelta(milliseconds=record.latency_ms),
                     created_at=now,
                     **data,
                 )
             )
         except IntegrityError as exc:
-            raise RunConflict(
-                f"step {self.next_step_number} of trace {self.trace_id} already exists"
-            ) from exc
-        self.next_step_number += 1
+            raise RunConflict(f"step {number} of trace {self.trace_id} already exists") from exc
         logger.debug("trace.step", extra={"trace_id": self.trace_id, "step": step.step_number})
         if self.on_step is not None:
             self.on_step(step)
@@ -130,9 +142,14 @@ class TraceRecorder:
 
     async def tool_recent_timeouts(self, tool_name: str) -> int:
         since = timezone.now() - timedelta(hours=1)
-        return await Step.objects.filter(
-            tool_name=tool_name, error_type="TIMEOUT", created_at__gte=since
-        ).acount()
+        # Count calls, not rows: a failed call an error handler took over is recorded twice,
+        # and replays are not traffic.
+        return await (
+            Step.objects.filter(tool_name=tool_name, error_type="TIMEOUT", created_at__gte=since)
+            .filter(details__auxiliary__isnull=True)  # "exclude(=True)" drops missing keys
+            .exclude(trace__source="replay")
+            .acount()
+        )
 
     async def cache_store(
         self, signature: str, tool_name: str, arguments: dict[str, Any], body: str

@@ -63,3 +63,30 @@ def test_answer_citing_only_observed_facts_is_supported() -> None:
         observations=['{"sku":"AWH-2041-BLK","price":"129.99","final_price":"116.99"}'],
         successful_tool_results=1,
     )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Sorry for the wait! Order #W7654321 was delivered yesterday.",
+        "Yes, it's available now, sorry for the delay.",
+        "I could not check it, but order #W1234567 was delivered.",
+    ],
+)
+def test_apologetic_wording_does_not_excuse_an_invented_fact(answer: str) -> None:
+    assert answer_unsupported_reason(
+        query="Where is my order #W1234567?",
+        answer=answer,
+        observations=[],
+        successful_tool_results=0,
+    )
+
+
+def test_an_amount_must_match_a_whole_number_in_the_evidence() -> None:
+    reason = answer_unsupported_reason(
+        query="How much is AWH-2041-BLK?",
+        answer="AWH-2041-BLK costs $1.",
+        observations=['{"sku":"AWH-2041-BLK","price":129.99}'],
+        successful_tool_results=1,
+    )
+    assert "$1" in reason

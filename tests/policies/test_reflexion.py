@@ -206,10 +206,13 @@ def test_the_same_lesson_twice_is_agreed_not_added(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_different_rule_for_the_same_slot_is_an_edit(
+def test_a_different_rule_for_a_pending_strategy_edits_it_in_place(
     drifted_orders: Order, failed_trace: Any, make_strategy: Any
 ) -> None:
-    old = make_strategy(branch={"tool": "get_order", "field": "order_id", "transform": "strip"})
+    old = make_strategy(
+        branch={"tool": "get_order", "field": "order_id", "transform": "strip"},
+        status=Strategy.Status.IN_REVIEW,
+    )
     body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
     trace = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
     [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=False)
@@ -217,6 +220,35 @@ def test_a_different_rule_for_the_same_slot_is_an_edit(
     old.refresh_from_db()
     assert old.branch["transform"] == "digits_to_int"
     assert Strategy.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rewrite_of_a_live_strategy_waits_for_review_then_replaces_it(
+    drifted_orders: Order, failed_trace: Any, make_strategy: Any
+) -> None:
+    from policies.services import strategy_activate
+
+    old = make_strategy(
+        branch={"tool": "get_order", "field": "order_id", "transform": "strip"},
+        status=Strategy.Status.PROPOSED,
+    )
+    strategy_activate(strategy=old, author_kind="auto_merge")
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    trace = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=False)
+    # the live rule is untouched until a person approves the rewrite
+    assert proposal.outcome == "edited"
+    old.refresh_from_db()
+    assert old.branch["transform"] == "strip" and old.status == "active"
+    new = proposal.strategy
+    assert new is not None and new.pk != old.pk
+    new.refresh_from_db()
+    assert new.status == "in_review"
+    strategy_activate(strategy=new, author_kind="reviewer")
+    version = PolicyVersion.objects.get(is_active=True)
+    assert list(version.strategies.all()) == [new]
+    old.refresh_from_db()
+    assert old.status == "deprecated"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -302,3 +334,31 @@ def test_the_401_spiral_ends_in_review_not_in_a_chain_of_strategies(
     assert review.error_signature == "UNAUTHORIZED|get_order"
     assert ReflexionProposal.objects.filter(outcome="stopped").count() == 2
     assert Strategy.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "branch",
+    [
+        {"tool": "get_order", "on": "TIMEOUT", "action": "handover", "transform": "upper"},
+        {
+            "tool": "get_order",
+            "on": "TIMEOUT",
+            "action": "retry_once",
+            "transform": {"order_id": ["upper"]},
+        },
+        {"tool": "get_order", "on": "TIMEOUT", "action": "retry_once", "max_retries": "once"},
+        {"tool": "get_order", "on": ["TIMEOUT"], "action": "handover"},
+    ],
+)
+def test_malformed_error_handler_branches_do_not_compile(branch: dict) -> None:
+    from policies.branches import branch_errors, runtime_policy_compile
+
+    assert branch_errors("error_handler", branch)
+    policy = runtime_policy_compile(version="v1", strategies=[(1, "error_handler", branch, "")])
+    assert policy.error_handlers == {}
+
+
+def test_malformed_adapter_transform_does_not_compile() -> None:
+    from policies.branches import branch_errors
+
+    assert branch_errors("adapter", {"tool": "get_order", "field": "x", "transform": ["strip"]})

@@ -59,3 +59,31 @@ def test_a_duplicate_step_fails_only_its_own_run(support_agent: Any) -> None:
     async_to_sync(race)()
     assert outcomes == {"taken": "conflict", "free": "ok"}
     assert Step.objects.filter(trace=free).count() == 1
+
+
+def test_a_run_cancelled_while_waiting_does_not_strand_the_others(support_agent: Any) -> None:
+    traces = [
+        trace_create(agent_id=support_agent.pk, query=f"q{i}", llm_backend="simulated")
+        for i in range(3)
+    ]
+    recorders = [TraceRecorder(trace_id=str(t.pk)) for t in traces]
+
+    async def scenario() -> list[str]:
+        tasks = [
+            asyncio.create_task(r.write_step(StepRecord(phase="reasoning", round_number=1)))
+            for r in recorders
+        ]
+        await asyncio.sleep(0)  # all three are queued on the same commit
+        tasks[0].cancel()  # e.g. its run hit the time limit
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        # the cancelled run's next step must take the next number, not collide
+        await recorders[0].write_step(StepRecord(phase="stopped", round_number=1))
+        return [type(r).__name__ for r in results]
+
+    outcomes = async_to_sync(scenario)()
+    assert outcomes == ["CancelledError", "NoneType", "NoneType"]
+    assert list(traces[0].steps.values_list("step_number", flat=True).order_by("step_number")) == [
+        1,
+        2,
+    ]
+    assert all(t.steps.count() >= 1 for t in traces[1:])
