@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import os
 import threading
 from collections.abc import Coroutine
@@ -27,7 +28,16 @@ class LoopRunner:
         self.loop.run_forever()
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        """Schedule ``coro`` on the loop in a fresh, empty context.
+
+        ``run_coroutine_threadsafe`` copies the caller's contextvars into the new task. A
+        caller inside an ASGI request carries asgiref's per-request thread-sensitive
+        executor, which is shut down when the response is sent; a run that inherited it
+        would send every later ``sync_to_async`` call to a dead executor ("CurrentThread
+        Executor already quit or is broken"). A run outlives the request that started it, so
+        it must own its context.
+        """
+        return contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, self.loop)
 
 
 _runner: LoopRunner | None = None

@@ -9,4 +9,9 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
+from agents.inprocess import embedded_worker_start  # noqa: E402
+
+# The embedded shape has no beat: its in-process worker sweeps stuck runs itself.
+embedded_worker_start()
+
 application = ProtocolTypeRouter({"http": django_asgi_app})

@@ -117,8 +117,13 @@ AGENT_RUN_HARD_TIME_LIMIT = env.int("AGENT_RUN_HARD_TIME_LIMIT", default=150)
 # Redis must not redeliver a task that is still running: longer than the hard limit.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": AGENT_RUN_HARD_TIME_LIMIT * 4}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# How often stuck runs are re-enqueued: by Celery beat, or by the embedded worker's sweeper.
+AGENT_SWEEP_INTERVAL_SECONDS = env.float("AGENT_SWEEP_INTERVAL_SECONDS", default=60.0)
 CELERY_BEAT_SCHEDULE = {
-    "traces-sweep-stuck-runs": {"task": "traces.sweep_stuck_runs", "schedule": 60.0},
+    "traces-sweep-stuck-runs": {
+        "task": "traces.sweep_stuck_runs",
+        "schedule": AGENT_SWEEP_INTERVAL_SECONDS,
+    },
 }
 
 if REDIS_URL:
