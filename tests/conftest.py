@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ import redis
 from django.conf import settings
 
 from tests.fakes.openai_server import openai_server_fixture  # noqa: F401
+from tests.served import ServedApp, app_teardown, embedded_app, production_app
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -69,3 +72,31 @@ def close_runner_connections(django_db_setup: None) -> Iterator[None]:
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
+
+
+# --- the app served by bin/serve, once per session and shape ------------------------
+
+
+@pytest.fixture(scope="session")
+def embedded_server() -> Iterator[ServedApp]:
+    app = embedded_app(Path(tempfile.mkdtemp(prefix="agentops-embedded-")))
+    try:
+        app.start()
+        yield app
+    finally:
+        app_teardown(app)
+
+
+@pytest.fixture(scope="session")
+def production_server() -> Iterator[ServedApp]:
+    app = production_app(Path(tempfile.mkdtemp(prefix="agentops-production-")))
+    try:
+        app.start()
+        yield app
+    finally:
+        app_teardown(app)
+
+
+@pytest.fixture(scope="session", params=["embedded", "production"])
+def served(request: pytest.FixtureRequest) -> ServedApp:
+    return request.getfixturevalue(f"{request.param}_server")

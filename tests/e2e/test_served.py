@@ -1,0 +1,81 @@
+"""The product as ``make run`` (embedded) and the production shape serve it: daphne,
+the in-process worker or a real Celery worker, production settings, token auth."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from tests.served import ServedApp
+
+pytestmark = pytest.mark.served
+
+
+def test_a_run_posted_with_a_token_ends_terminal_with_its_steps(served: ServedApp) -> None:
+    # given a support agent's API token, made from a second shell of the installation
+    token = served.api_token("support")
+    # when a run is posted the way the README shows
+    status, body = served.request(
+        "POST",
+        "/api/runs/",
+        token=token,
+        body={"query": f"Where is my order {served.demo_order}?"},
+    )
+    assert status == 202, body
+    trace_id = json.loads(body)["id"]
+    # then it ends, answered from the sandbox, with every step recorded
+    trace = served.wait_terminal(trace_id, token=token)
+    assert trace["status"] == "finished", (trace, served.log_tail())
+    assert served.demo_order in trace["final_answer"]
+    status, body = served.request("GET", f"/api/traces/{trace_id}/steps/", token=token)
+    assert status == 200, body
+    steps = json.loads(body)["results"]
+    assert len(steps) == trace["total_steps"] >= 3
+    assert {"reasoning", "action", "final"} <= {step["phase"] for step in steps}
+
+
+def test_a_request_without_credentials_is_refused(served: ServedApp) -> None:
+    status, _ = served.request("POST", "/api/runs/", body={"query": "hi"})
+    assert status in (401, 403)
+
+
+LEAKS = (
+    "Using the URLconf",
+    "urlpatterns",
+    "Traceback",
+    "DJANGO_SETTINGS_MODULE",
+    "CELERY_BROKER_URL",
+    "REDIS_URL",
+    "SECRET_KEY",
+    "CHANNEL_LAYERS",
+)
+
+
+def test_production_unknown_page_shows_the_apps_own_404(production_server: ServedApp) -> None:
+    status, body = production_server.request("GET", "/no-such-page")
+    page = body.decode()
+    assert status == 404
+    assert "Agent Ops" in page
+    for leak in LEAKS:
+        assert leak not in page
+
+
+def test_production_forced_error_shows_the_apps_own_500(production_server: ServedApp) -> None:
+    # given a database that lost a table under the running app
+    token = production_server.api_token("ops")
+    url = production_server.env["DATABASE_URL"].replace("postgres://", "postgresql://")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE traces_trace RENAME TO traces_trace_away")
+        try:
+            # when a page needs it
+            status, body = production_server.request("GET", "/api/traces/", token=token)
+        finally:
+            conn.execute("ALTER TABLE traces_trace_away RENAME TO traces_trace")
+    # then the app answers with its own error page and nothing of its settings
+    page = body.decode()
+    assert status == 500
+    assert "Agent Ops" in page
+    for leak in LEAKS:
+        assert leak not in page
