@@ -7,11 +7,23 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from agents.inprocess import embedded_worker_start  # noqa: E402
+from agents.routing import websocket_urlpatterns  # noqa: E402
 
 # The embedded shape has no beat: its in-process worker sweeps stuck runs itself.
 embedded_worker_start()
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        # Session auth like the pages; the Origin must be an allowed host (no cross-site
+        # page can open a socket with the user's cookies).
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    }
+)

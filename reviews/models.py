@@ -7,12 +7,13 @@ from django.db import models
 
 
 class ReviewItem(models.Model):
-    """A strategy (or a stopped error signature) waiting for a human decision."""
+    """A strategy, a stopped error signature or a thumbs-down answer waiting for a person."""
 
     class Reason(models.TextChoices):
         LOW_CONFIDENCE = "low_confidence", "Proposed strategy awaiting approval"
         CONSECUTIVE_FAILURES = "consecutive_failures", "Active strategy failed twice in a row"
         NEGATIVE_FEEDBACK = "negative_feedback", "Strategy chain keeps failing on one signature"
+        THUMBS_DOWN = "thumbs_down", "A support agent marked an answer as wrong"
 
     class Status(models.TextChoices):
         OPEN = "open"
@@ -27,6 +28,14 @@ class ReviewItem(models.Model):
         related_name="review_items",
     )
     error_signature = models.CharField(max_length=200, blank=True, db_index=True)
+    # The run behind the item (a thumbs-down names the answer that was wrong).
+    trace = models.ForeignKey(
+        "traces.Trace",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="review_items",
+    )
     reason = models.CharField(max_length=24, choices=Reason.choices)
     detail = models.TextField(blank=True)
     status = models.CharField(

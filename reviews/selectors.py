@@ -18,7 +18,7 @@ def user_can_review(user: Any) -> bool:
 def review_items_open() -> QuerySet[ReviewItem]:
     return (
         ReviewItem.objects.filter(status=ReviewItem.Status.OPEN)
-        .select_related("strategy", "locked_by")
+        .select_related("strategy", "locked_by", "trace")
         .order_by("created_at")
     )
 
@@ -26,6 +26,6 @@ def review_items_open() -> QuerySet[ReviewItem]:
 def review_items_decided(*, limit: int = 20) -> QuerySet[ReviewItem]:
     return (
         ReviewItem.objects.exclude(status=ReviewItem.Status.OPEN)
-        .select_related("strategy", "decided_by")
+        .select_related("strategy", "decided_by", "trace")
         .order_by("-decided_at")[:limit]
     )

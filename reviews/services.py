@@ -11,6 +11,8 @@ from django.utils import timezone
 from policies.models import Strategy
 from policies.services import audit, strategy_activate, strategy_reject
 from reviews.models import ReviewItem
+from traces.models import Feedback, Trace
+from traces.services import trace_feedback_record
 
 LOCK_MINUTES = 15
 
@@ -88,3 +90,31 @@ def review_item_reject(*, item_id: int, user: Any = None, note: str = "") -> Rev
             details={"reason": item.reason, "note": note},
         )
     return item
+
+
+def feedback_submit(*, trace_id: str, user: Any, rating: str, comment: str = "") -> Feedback:
+    """Store a thumbs up/down on a run; a new thumbs-down opens a review item for the run.
+
+    One open item per run, however many people vote it down.
+    """
+    with transaction.atomic():
+        # Votes on one run queue up here, so two thumbs-down open one item, not two.
+        Trace.objects.select_for_update().filter(pk=trace_id).first()
+        feedback, turned_down = trace_feedback_record(
+            trace_id=trace_id, user_id=user.pk, rating=rating, comment=comment
+        )
+        if turned_down:
+            item, created = ReviewItem.objects.get_or_create(
+                trace_id=trace_id,
+                reason=ReviewItem.Reason.THUMBS_DOWN,
+                status=ReviewItem.Status.OPEN,
+                defaults={"detail": comment[:2000] or f"Thumbs down from {user}."},
+            )
+            if created:
+                audit(
+                    action="review.open",
+                    target=f"review {item.pk}",
+                    actor=user,
+                    details={"reason": item.reason, "trace": str(trace_id)},
+                )
+    return feedback

@@ -6,11 +6,19 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from reviews.selectors import review_items_decided, review_items_open, user_can_review
-from reviews.services import ReviewConflict, review_item_approve, review_item_reject
+from reviews.services import (
+    ReviewConflict,
+    feedback_submit,
+    review_item_approve,
+    review_item_reject,
+)
+from traces.models import Feedback
+from traces.selectors import runs_for_chat
+from traces.views import run_answer_response
 
 
 @login_required
@@ -47,3 +55,20 @@ def review_decide(request: HttpRequest, item_id: int) -> HttpResponse:
     else:
         messages.success(request, f"Review {item_id} {decision}d.")
     return redirect("reviews:queue")
+
+
+@login_required
+@require_POST
+def run_feedback(request: HttpRequest, trace_id: str) -> HttpResponse:
+    """Thumbs up/down on an answer the user may see; a thumbs-down lands in this queue."""
+    run = get_object_or_404(runs_for_chat(user=request.user), pk=trace_id)
+    rating = request.POST.get("rating", "")
+    if rating not in Feedback.Rating.values:
+        return HttpResponse("rating must be up or down", status=400)
+    feedback_submit(
+        trace_id=str(run.pk),
+        user=request.user,
+        rating=rating,
+        comment=request.POST.get("comment", "").strip()[:2000],
+    )
+    return run_answer_response(request, trace_id=str(run.pk))

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from traces.models import ErrorRule, Step, Trace
+from traces.models import ErrorRule, Feedback, Step, Trace
 
 
 class StepInline(admin.TabularInline):
@@ -77,3 +77,12 @@ class ErrorRuleAdmin(admin.ModelAdmin):
     list_editable = ["enabled"]
     list_filter = ["source", "error_type", "enabled"]
     ordering = ["position"]
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(admin.ModelAdmin):
+    list_display = ["trace", "user", "rating", "updated_at"]
+    list_filter = ["rating"]
+    search_fields = ["trace__id", "user__username", "comment"]
+    raw_id_fields = ["trace", "user"]
+    list_select_related = ["user"]

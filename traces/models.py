@@ -77,6 +77,15 @@ class Trace(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Set once when a support agent hands the conversation to a person: the takeover KPI.
+    handed_over_at = models.DateTimeField(null=True, blank=True)
+    handed_over_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -160,6 +169,33 @@ class Step(models.Model):
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+class Feedback(models.Model):
+    """A person's thumbs up or down on a run's answer; one per person and run."""
+
+    class Rating(models.TextChoices):
+        UP = "up", "Thumbs up"
+        DOWN = "down", "Thumbs down"
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="trace_feedback"
+    )
+    rating = models.CharField(max_length=4, choices=Rating.choices)
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "user"], name="feedback_one_per_user")
+        ]
+        indexes = [models.Index(fields=["rating", "updated_at"], name="feedback_rating_time")]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id} {self.rating} by {self.user_id}"
 
 
 class ErrorRule(models.Model):

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.runtime import StepRecord
+from traces.live import steps_publish
 from traces.models import Step
 
 logger = logging.getLogger(__name__)
@@ -39,12 +40,17 @@ class StepBatcher:
     while one transaction is being committed, the steps other runs produce queue up and go
     in the next transaction together. Many runs waiting on one commit cost one round trip
     instead of one each.
+
+    Committed steps are then pushed to live listeners by one publisher task per loop, so
+    they arrive in commit order and no run waits on the channel layer.
     """
 
     def __init__(self, *, max_batch: int = 500) -> None:
         self.max_batch = max_batch
         self.pending: list[tuple[Step, asyncio.Future[Step]]] = []
         self.flusher: asyncio.Task[None] | None = None
+        self.unpublished: list[Step] = []
+        self.publisher: asyncio.Task[None] | None = None
 
     async def write(self, step: Step) -> Step:
         future: asyncio.Future[Step] = asyncio.get_running_loop().create_future()
@@ -66,13 +72,25 @@ class StepBatcher:
                     except Exception as exc:  # reported to the run that wrote it
                         _settle(future, exc=exc)
                     else:
+                        self._announce([step])
                         _settle(future, step=step)
             except Exception as exc:  # the database is gone: every waiting run hears
                 for _, future in batch:
                     _settle(future, exc=exc)
             else:
+                self._announce([step for step, _ in batch])
                 for step, future in batch:
                     _settle(future, step=step)
+
+    def _announce(self, steps: list[Step]) -> None:
+        self.unpublished.extend(steps)
+        if self.publisher is None or self.publisher.done():
+            self.publisher = asyncio.create_task(self._publish())
+
+    async def _publish(self) -> None:
+        while self.unpublished:
+            batch, self.unpublished = self.unpublished, []
+            await steps_publish(batch)
 
 
 def _settle(

@@ -1,4 +1,4 @@
-"""Writes to the trace store: create, start, finish, abort, sweep."""
+"""Writes to the trace store: create, start, finish, abort, sweep, handover, feedback."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from traces.models import Step, Trace
+from traces.live import status_publish_on_commit, step_publish_on_commit
+from traces.models import Feedback, Step, Trace
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ def trace_mark_running(*, trace_id: str) -> bool:
         trace.attempts += 1
         trace.started_at = trace.started_at or timezone.now()
         trace.save(update_fields=["status", "attempts", "started_at"])
+        status_publish_on_commit(trace_id=trace_id, status=trace.status)
     return True
 
 
@@ -101,6 +103,7 @@ def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: s
                 "finished_at",
             ]
         )
+        status_publish_on_commit(trace_id=trace_id, status=status)
     logger.info(
         "trace.finished",
         extra={"trace_id": str(trace_id), "status": status, "error_type": error_type},
@@ -115,7 +118,7 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
         if trace.is_terminal:
             return trace
         last = trace.steps.order_by("-step_number").values_list("step_number", flat=True).first()
-        Step.objects.create(
+        step = Step.objects.create(
             trace=trace,
             step_number=(last or 0) + 1,
             phase=Step.Phase.STOPPED,
@@ -124,6 +127,7 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
             error_detail=detail[:2000],
             started_at=timezone.now(),
         )
+        step_publish_on_commit(step=step)
     return trace_finish(
         trace_id=trace_id, status=Trace.Status.FAILED, final_answer="", error_type=error_type
     )
@@ -141,3 +145,49 @@ def traces_stuck(*, older_than: timedelta) -> list[str]:
         .values_list("pk", flat=True)
         .distinct()[:500]
     ]
+
+
+def trace_handover(*, trace_id: str, user_id: int | None) -> Trace:
+    """Record that a person took the conversation over; the first handover counts.
+
+    The takeover KPI counts traces with ``handed_over_at`` set.
+    """
+    with transaction.atomic():
+        trace = Trace.objects.select_for_update().get(pk=trace_id)
+        if trace.handed_over_at is not None:
+            return trace
+        trace.handed_over_at = timezone.now()
+        trace.handed_over_by_id = user_id
+        trace.save(update_fields=["handed_over_at", "handed_over_by"])
+        status_publish_on_commit(trace_id=trace_id, status=trace.status)
+    logger.info("trace.handed_over", extra={"trace_id": str(trace_id), "user_id": user_id})
+    return trace
+
+
+def trace_feedback_record(
+    *, trace_id: str, user_id: int, rating: str, comment: str = ""
+) -> tuple[Feedback, bool]:
+    """Store a person's thumbs up/down on a run (their latest vote wins).
+
+    Returns the row and whether it turned negative with this call, so the caller can
+    feed a new thumbs-down (and only a new one) to the review queue.
+    """
+    if rating not in Feedback.Rating.values:
+        raise ValueError(f"unknown rating {rating!r}")
+    with transaction.atomic():
+        previous = (
+            Feedback.objects.select_for_update()
+            .filter(trace_id=trace_id, user_id=user_id)
+            .values_list("rating", flat=True)
+            .first()
+        )
+        feedback, _ = Feedback.objects.update_or_create(
+            trace_id=trace_id,
+            user_id=user_id,
+            defaults={"rating": rating, "comment": comment[:2000]},
+        )
+    turned_down = rating == Feedback.Rating.DOWN and previous != Feedback.Rating.DOWN
+    logger.info(
+        "trace.feedback", extra={"trace_id": str(trace_id), "user_id": user_id, "rating": rating}
+    )
+    return feedback, turned_down

@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from traces.models import ErrorType, Trace
-from traces.selectors import traces_visible_to
+from traces.selectors import run_for_chat, runs_for_chat, traces_visible_to
 
 
 @login_required
@@ -45,5 +46,21 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
 @login_required
 def trace_steps_partial(request: HttpRequest, trace_id: str) -> HttpResponse:
     """The steps block of one run; htmx polls it until the run is terminal."""
-    trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
+    trace = get_object_or_404(runs_for_chat(user=request.user), pk=trace_id)
     return render(request, "traces/_run.html", {"run": trace, "steps": trace.steps.all()})
+
+
+def run_answer_response(request: HttpRequest, *, trace_id: str) -> HttpResponse:
+    """After an action on a run's answer (feedback, handover): the new answer block for
+    htmx, or, without JS, back to the page the form was on."""
+    if request.headers.get("HX-Request"):
+        run = run_for_chat(user=request.user, trace_id=trace_id)
+        if run is None:
+            raise Http404
+        return render(request, "traces/_answer.html", {"run": run})
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        back = "/"
+    return redirect(f"{back}#run-{trace_id}")

@@ -134,7 +134,13 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "config.channel_layers.LoopSafeInMemoryChannelLayer"}}
+# Push each committed step and status change to the chat's WebSocket listeners.
+LIVE_RUN_EVENTS = env.bool("LIVE_RUN_EVENTS", default=True)
+# Origins allowed to frame the chat widget (/chat/embed/), e.g. https://helpdesk.example.com
+CHAT_EMBED_ALLOWED_ORIGINS = env.list("CHAT_EMBED_ALLOWED_ORIGINS", default=[])
+# A cross-site embed needs the cookies sent to framed pages: "None" (HTTPS only).
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = env("DJANGO_COOKIE_SAMESITE", default="Lax")
 
 # --- REST framework ----------------------------------------------------------
 REST_FRAMEWORK = {

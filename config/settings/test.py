@@ -9,7 +9,7 @@ DATABASES = {
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/15")
 CELERY_BROKER_URL = REDIS_URL
 AGENT_EXECUTOR = "inprocess"
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+CHANNEL_LAYERS = {"default": {"BACKEND": "config.channel_layers.LoopSafeInMemoryChannelLayer"}}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LLM_BACKEND = "simulated"
 LLM_SIM_LATENCY_MS = 0

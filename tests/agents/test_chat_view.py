@@ -41,3 +41,182 @@ def test_bad_chat_input_shows_errors_and_keeps_the_text(
     assert response.status_code == 200
     assert Trace.objects.count() == 0
     assert "errorlist" in response.content.decode()
+
+
+def _chat_run(agent: Any, user: Any, session_id: str, query: str) -> Trace:
+    from traces.services import trace_create
+
+    return trace_create(
+        agent_id=agent.pk,
+        query=query,
+        llm_backend="simulated",
+        created_by_id=user.pk,
+        session_id=session_id,
+        source="chat",
+    )
+
+
+def test_the_history_lists_only_the_users_own_conversations(
+    client: Any, staff_user: Any, support_agent: Any, django_user_model: Any
+) -> None:
+    other = django_user_model.objects.create_user(username="other", password="pw-12345678")
+    _chat_run(support_agent, staff_user, "s-mine-1", "First question of mine")
+    _chat_run(support_agent, staff_user, "s-mine-1", "Follow-up of mine")
+    _chat_run(support_agent, staff_user, "s-mine-2", "Another conversation of mine")
+    _chat_run(support_agent, other, "s-theirs", "Their private question")
+    client.force_login(staff_user)
+    page = client.get("/").content.decode()
+    assert "First question of mine" in page and "Another conversation of mine" in page
+    assert "2 questions" in page
+    assert "Follow-up of mine" not in page  # a conversation is named by its first question
+    assert "Their private question" not in page and "s-theirs" not in page
+
+
+def test_opening_a_conversation_continues_it(
+    client: Any, staff_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    _chat_run(support_agent, staff_user, "s-old", "Where is #W0000001?")
+    client.force_login(staff_user)
+    response = client.get("/conversations/s-old/")
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert "Where is #W0000001?" in client.get("/").content.decode()
+    with django_capture_on_commit_callbacks():
+        client.post("/", {"query": "And when will it arrive?"})
+    assert Trace.objects.filter(session_id="s-old").count() == 2
+
+
+def test_nobody_opens_another_users_conversation(
+    client: Any, staff_user: Any, support_agent: Any, django_user_model: Any
+) -> None:
+    other = django_user_model.objects.create_user(username="other", password="pw-12345678")
+    _chat_run(support_agent, other, "s-theirs", "Their private question")
+    client.force_login(staff_user)
+    assert client.get("/conversations/s-theirs/").status_code == 404
+    assert "Their private question" not in client.get("/").content.decode()
+
+
+def test_a_new_conversation_starts_empty(client: Any, staff_user: Any, support_agent: Any) -> None:
+    client.force_login(staff_user)
+    client.get("/")
+    _chat_run(support_agent, staff_user, client.session["chat_session"], "Old question")
+    assert client.post("/conversations/new/").status_code == 302
+    page = client.get("/").content.decode()
+    assert "No questions yet in this conversation." in page
+    assert "Old question" in page  # still listed in the history
+
+
+@pytest.mark.parametrize("conversations", [1, 6])
+def test_the_chat_page_query_count_does_not_grow_with_the_history(
+    client: Any,
+    staff_user: Any,
+    support_agent: Any,
+    django_assert_num_queries: Any,
+    conversations: int,
+) -> None:
+    client.force_login(staff_user)
+    client.get("/")
+    session_id = client.session["chat_session"]
+    for n in range(conversations):
+        _chat_run(support_agent, staff_user, f"s-{n}", f"question {n}")
+    for n in range(3):
+        _chat_run(support_agent, staff_user, session_id, f"in this one {n}")
+    # session, user, groups (role), runs, their steps, history
+    with django_assert_num_queries(6):
+        client.get("/")
+
+
+@pytest.mark.parametrize("htmx", [True, False])
+def test_hand_over_records_the_takeover(
+    client: Any, staff_user: Any, support_agent: Any, htmx: bool
+) -> None:
+    run = _chat_run(support_agent, staff_user, "s1", "Refund please")
+    Trace.objects.filter(pk=run.pk).update(status="finished", final_answer="Sure.")
+    client.force_login(staff_user)
+    headers = {"HX-Request": "true"} if htmx else {}
+    response = client.post(f"/runs/{run.pk}/handover/", {"next": "/"}, headers=headers)
+    run.refresh_from_db()
+    assert run.handed_over_at is not None and run.handed_over_by == staff_user
+    if htmx:
+        assert "handed over" in response.content.decode()
+        assert "Hand over to a human" not in response.content.decode()
+    else:
+        assert response.status_code == 302
+
+
+def test_nobody_hands_over_a_run_they_cannot_see(
+    client: Any, staff_user: Any, support_agent: Any, django_user_model: Any
+) -> None:
+    other = django_user_model.objects.create_user(username="other", password="pw-12345678")
+    run = _chat_run(support_agent, other, "s1", "Refund please")
+    client.force_login(staff_user)
+    assert client.post(f"/runs/{run.pk}/handover/").status_code == 404
+    run.refresh_from_db()
+    assert run.handed_over_at is None
+
+
+def test_a_finished_answer_is_shown_once_with_copy_feedback_and_handover(
+    client: Any, staff_user: Any, support_agent: Any
+) -> None:
+    from django.utils import timezone
+
+    from traces.models import Step
+
+    client.force_login(staff_user)
+    client.get("/")
+    run = _chat_run(support_agent, staff_user, client.session["chat_session"], "Where is #W1?")
+    Step.objects.create(
+        trace=run,
+        step_number=1,
+        phase="final",
+        response_summary="Order #W1 is on its way.",
+        started_at=timezone.now(),
+    )
+    Trace.objects.filter(pk=run.pk).update(
+        status="finished", final_answer="Order #W1 is on its way."
+    )
+    page = client.get("/").content.decode()
+    assert page.count("Order #W1 is on its way.") == 1
+    assert "data-copy=" in page and "Hand over to a human" in page
+    assert 'name="rating" value="up"' in page and 'name="rating" value="down"' in page
+
+
+def test_the_embed_may_be_framed_only_by_the_listed_origins(
+    client: Any, staff_user: Any, support_agent: Any, settings: Any
+) -> None:
+    settings.CHAT_EMBED_ALLOWED_ORIGINS = [
+        "https://helpdesk.example.com",
+        "https://x.example; script-src *",
+    ]
+    client.force_login(staff_user)
+    response = client.get("/chat/embed/")
+    assert response.status_code == 200
+    assert "X-Frame-Options" not in response
+    assert (
+        response["Content-Security-Policy"] == "frame-ancestors 'self' https://helpdesk.example.com"
+    )
+    page = response.content.decode()
+    assert 'id="chat-form"' in page and 'class="topbar"' not in page
+
+
+def test_the_rest_of_the_app_still_refuses_to_be_framed(client: Any, staff_user: Any) -> None:
+    client.force_login(staff_user)
+    assert client.get("/")["X-Frame-Options"] == "DENY"
+
+
+def test_the_embed_without_a_session_links_to_the_login_in_a_new_tab(client: Any) -> None:
+    response = client.get("/chat/embed/")
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "X-Frame-Options" not in response
+    assert 'target="_blank"' in page and "/accounts/login/?next=/chat/embed/" in page
+    assert "<form" not in page
+
+
+def test_a_question_asked_in_the_embed_stays_in_the_embed(
+    client: Any, staff_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    client.force_login(staff_user)
+    with django_capture_on_commit_callbacks():
+        response = client.post("/chat/embed/", {"query": "Is the Aurora jacket in stock?"})
+    assert response.status_code == 302 and response["Location"] == "/chat/embed/"
+    assert Trace.objects.get().source == "chat"
