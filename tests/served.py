@@ -195,14 +195,17 @@ def embedded_app(workdir: Path) -> ServedApp:
     return ServedApp(shape="embedded", env=env, workdir=workdir)
 
 
-def production_app(workdir: Path) -> ServedApp:
+def production_app(
+    workdir: Path, *, name_suffix: str = "", redis_db: int = E2E_REDIS_DB
+) -> ServedApp:
     """The production shape: PostgreSQL, Redis broker, a real Celery worker, production
-    settings (plain HTTP on loopback is the only thing relaxed)."""
-    name = f"agentops_e2e_{os.getpid()}"
+    settings (plain HTTP on loopback is the only thing relaxed). A second app in the same
+    session needs its own ``name_suffix`` and ``redis_db`` (its own database and broker)."""
+    name = f"agentops_e2e_{os.getpid()}{name_suffix}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
-    redis_url = f"redis://127.0.0.1:6379/{E2E_REDIS_DB}"
+    redis_url = f"redis://127.0.0.1:6379/{redis_db}"
     redis.Redis.from_url(redis_url).flushdb()
     env = base_env(workdir)
     env.update(
