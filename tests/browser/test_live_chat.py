@@ -227,3 +227,42 @@ def test_a_page_not_listed_cannot_frame_the_chat(
         assert time.monotonic() < deadline, blocked
         page.wait_for_timeout(100)
     assert frame.locator("#chat-form").count() == 0
+
+
+def test_when_sockets_are_refused_the_chat_falls_back_to_polling(
+    page: Any, slow_served: ServedApp
+) -> None:
+    served = slow_served
+    # given a network path that refuses every WebSocket
+    page.route_web_socket("**/ws/runs/**", lambda ws: ws.close(code=4403, reason="refused"))
+    polls = poll_requests(page)
+    run_id = ask(page, served, f"Where is my order {served.demo_order}?")
+    # then htmx polling takes the run to its end
+    page.wait_for_selector(f"#run-{run_id} .badge.finished", timeout=RUN_TIMEOUT_MS)
+    assert polls, "htmx never polled"
+    assert page.evaluate("AgentOpsLive.connects") == 0
+    assert served.demo_order in page.inner_text(f"#run-{run_id} .draft")
+    assert page_steps(page, run_id) == served_steps(page, served, run_id)
+
+
+def test_without_javascript_the_chat_refreshes_until_the_answer(
+    browser: Any, slow_served: ServedApp
+) -> None:
+    served = slow_served
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    try:
+        login(page, served.url, "support", "support-demo")
+        page.wait_for_selector("#chat-form")
+        page.click("details.history form button")
+        page.wait_for_selector("#chat-form")
+        page.fill("textarea[name=query]", f"Where is my order {served.demo_order}?")
+        page.click("#chat-form button[type=submit]")
+        page.wait_for_selector("article.run .badge.running")  # the run outlives the request
+        page.wait_for_selector("article.run .badge.finished", timeout=RUN_TIMEOUT_MS)
+        assert served.demo_order in page.inner_text("article.run .draft")
+        # the answer's actions are plain forms
+        page.click("article.run .handover button")
+        page.wait_for_selector("article.run .badge.handed")
+    finally:
+        context.close()
