@@ -247,3 +247,24 @@ def test_the_socket_authenticates_with_the_session_and_checks_the_origin(
 
     assert async_to_sync(connect)(b"http://testserver") is True
     assert async_to_sync(connect)(b"http://evil.example") is False
+
+
+def test_a_run_that_ends_before_its_last_step_event_still_sends_that_step_first(
+    support_agent: Any, support_users: Any
+) -> None:
+    trace = make_run(support_agent, support_users[0], steps=2)
+
+    async def scenario() -> list[Any]:
+        comm = communicator(trace, support_users[0])
+        await comm.connect(timeout=RECEIVE_TIMEOUT)
+        await receive_until_status(comm)
+        # the last step is committed, but its event is still in flight when the run ends
+        await sync_to_async(_store_steps)(trace, [3])
+        await sync_to_async(trace_finish)(
+            trace_id=str(trace.pk), status="finished", final_answer="Done."
+        )
+        steps, status = await receive_until_status(comm)
+        await comm.disconnect()
+        return [*steps, status["status"]]
+
+    assert async_to_sync(scenario)() == [3, "finished"]
