@@ -115,8 +115,8 @@ def banner(*, celery: bool, environ_: dict[str, str], from_file: dict[str, str])
     ]
     if only_here:
         lines.append(
-            f"  Note:       {', '.join(only_here)} come from this shell, not from the env file:"
-            " another shell (manage.py ask) needs them too, so put them in the env file."
+            f"  Note:       set in this shell only, not in the env file: {', '.join(only_here)}."
+            " Another shell (manage.py ask) needs them too: put them in the env file."
         )
     return "\n".join([*lines, ""])
 

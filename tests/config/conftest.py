@@ -33,7 +33,8 @@ SECRET_KEY = "k3y-" + "x7Qp9vL2" * 8
 def postgres_url() -> str:
     """The test PostgreSQL server, as a DATABASE_URL."""
     db = settings.DATABASES["default"]
-    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    credentials = f"{db['USER']}:{db['PASSWORD']}" if db["PASSWORD"] else db["USER"]
+    return f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from config.serve import banner, children_for
 from tests.config.conftest import PROJECT_DIR
 
 STARTED = re.compile(r"child\.started name=(\S+) pid=(\d+) start=(\d+)")
@@ -90,6 +91,41 @@ def serve(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Served]]:
     for served in running:
         if served.process.poll() is None:
             served.terminate()
+
+
+def test_the_children_honour_host_port_workers_and_concurrency():
+    env = {"HOST": "0.0.0.0", "PORT": "9100", "WORKERS": "3", "WORKER_CONCURRENCY": "7"}
+
+    children = children_for(celery=True, environ_=env)
+
+    assert [(c.name, c.restart) for c in children] == [
+        ("web", False),
+        ("worker1", True),
+        ("worker2", True),
+        ("worker3", True),
+        ("beat", True),
+    ]
+    web_argv = " ".join(children[0].argv)
+    assert "-m daphne -b 0.0.0.0 -p 9100 config.asgi:application" in web_argv
+    worker_argv = " ".join(children[2].argv)
+    assert "-P threads -c 7 -n worker2@%h" in worker_argv
+
+
+def test_the_embedded_shape_runs_only_the_web_server():
+    assert [c.name for c in children_for(celery=False, environ_={})] == ["web"]
+
+
+def test_the_banner_says_which_variables_another_shell_would_miss():
+    env = {
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SANDBOX_BASE_URL": "http://127.0.0.1:8000/sandbox/api",
+        "DATABASE_URL": "postgres://db/agentops",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+    }
+
+    text = banner(celery=True, environ_=env, from_file={"DATABASE_URL": "postgres://db/agentops"})
+
+    assert "set in this shell only, not in the env file: REDIS_URL." in text
 
 
 def test_embedded_serve_writes_a_secret_key_serves_the_app_and_stops_on_sigterm(
