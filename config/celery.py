@@ -1,10 +1,10 @@
 """The Celery app: reads CELERY_* settings and discovers each app's tasks."""
 
-import os
-
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+from config.shape import settings_select
+
+settings_select()
 
 app = Celery("agent_ops")
 app.config_from_object("django.conf:settings", namespace="CELERY")

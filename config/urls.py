@@ -15,3 +15,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("sandbox/api/", include("sandbox.urls")),
 ]
+
+handler404 = "config.errors.page_not_found"
+handler500 = "config.errors.server_error"

@@ -182,7 +182,7 @@ def base_env(workdir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env["PYTHONUNBUFFERED"] = "1"
     # The served app must not read a developer's .env: each shape states its variables.
-    env["AGENTOPS_ENV_FILE"] = str(workdir / "served.env")
+    env["DJANGO_ENV_FILE"] = str(workdir / "served.env")
     env["LLM_BACKEND"] = "simulated"
     env["LLM_SIM_ERROR_RATES"] = "{}"
     return env

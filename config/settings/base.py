@@ -1,15 +1,20 @@
 """Settings shared by every deployment shape; everything that differs comes from env vars."""
 
+import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
+
+from config.shape import dotenv_load, env_file_path, sandbox_base_url_for
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
+dotenv_load(target=os.environ, path=env_file_path(os.environ))
 
-SECRET_KEY = env("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me")
+# No default: each shape says where its key comes from (config/shape.py).
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="")
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
@@ -202,7 +207,12 @@ AGENT_FALLBACK_REPLY = env(
 
 # --- Tool executor -------------------------------------------------------------
 # The sandbox shop is reached over HTTP like any external API.
-SANDBOX_BASE_URL = env("SANDBOX_BASE_URL", default="http://127.0.0.1:8000/sandbox/api")
+SANDBOX_BASE_URL = env("SANDBOX_BASE_URL", default=sandbox_base_url_for(os.environ))
+# The runtime calls the sandbox on this very server, by the host in SANDBOX_BASE_URL.
+_sandbox_host = urlsplit(SANDBOX_BASE_URL).hostname or ""
+_sandbox_host = f"[{_sandbox_host}]" if ":" in _sandbox_host else _sandbox_host
+if _sandbox_host and _sandbox_host not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(_sandbox_host)
 # URL prefixes a tool endpoint may point at; the sandbox is always allowed.
 TOOL_ENDPOINT_ALLOWLIST = env.list("TOOL_ENDPOINT_ALLOWLIST", default=[])
 TOOL_DEFAULT_TIMEOUT_SECONDS = env.float("TOOL_DEFAULT_TIMEOUT_SECONDS", default=3.0)
