@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from agents.credentials import ToolAuthInvalid, tool_auth_parse
 from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 
 
@@ -19,6 +20,7 @@ class ToolAdmin(admin.ModelAdmin):
         "method",
         "endpoint_template",
         "timeout_seconds",
+        "credential",
         "enabled",
         "suspended_until",
     ]
@@ -27,6 +29,15 @@ class ToolAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "endpoint_template"]
     filter_horizontal = ["allowed_agents"]
     actions = ["lift_suspension"]
+
+    @admin.display(description="Credential")
+    def credential(self, obj: Tool) -> str:
+        """Where the credential goes and its variable's name; the value is never read here."""
+        try:
+            auth = tool_auth_parse(obj.auth)
+        except ToolAuthInvalid:
+            return "invalid auth setting"
+        return auth.describe() if auth else "-"
 
     @admin.action(description="Lift the timeout suspension")
     def lift_suspension(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:

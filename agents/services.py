@@ -10,10 +10,13 @@ from typing import Any
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
+from agents.credentials import ToolAuthInvalid, tool_auth_parse
+from agents.endpoints import endpoint_template_problem
 from agents.executor import ToolExecutor, ToolSnapshot
 from agents.intents import Intent, intent_detect
 from agents.knowledge import kb_asearch
@@ -65,6 +68,10 @@ def tools_sync(*, agents: list[Agent] | None = None, overwrite: bool = False) ->
     unless ``overwrite``. New rows are allowed for ``agents``."""
     rows = []
     for definition in [*SANDBOX_TOOLS, *registered_python_tools()]:
+        if definition.kind == Tool.Kind.HTTP:
+            problem = endpoint_template_problem(definition.endpoint)
+            if problem:
+                raise ValidationError(f"tool {definition.name}: {problem}")
         tool, created = Tool.objects.get_or_create(
             name=definition.name, defaults=_tool_defaults(definition)
         )
@@ -165,9 +172,18 @@ def tool_snapshots(*, agent_id: int) -> dict[str, ToolSnapshot]:
             query_map=dict(tool.query_map or {}),
             adapters=tuple(tool.adapters or ()),
             suspended=tool.is_suspended(now),
+            **_snapshot_auth(tool),
         )
         for tool in Tool.objects.filter(enabled=True, allowed_agents__id=agent_id)
     }
+
+
+def _snapshot_auth(tool: Tool) -> dict[str, Any]:
+    # A row edited past clean() (a queryset update) fails its calls, not the whole run.
+    try:
+        return {"auth": tool_auth_parse(tool.auth)}
+    except ToolAuthInvalid as exc:
+        return {"auth_error": f"the tool's auth setting is invalid: {exc}"}
 
 
 def _load_run(trace_id: str) -> tuple[Trace, dict[str, ToolSnapshot], list[Step]] | None:

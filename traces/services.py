@@ -12,6 +12,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from traces.models import Step, Trace
+from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ def trace_create(
     created_by_id: int | None = None,
     source: str = "api",
 ) -> Trace:
+    # A customer may paste a card number or a password; the run never needs it verbatim.
+    query = redact_text(query)
     trace = Trace(
         agent_id=agent_id,
         query=query,
@@ -82,7 +85,7 @@ def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: s
             failed=Count("id", filter=Q(ok=False)),
         )
         trace.status = status
-        trace.final_answer = final_answer
+        trace.final_answer = redact_text(final_answer)
         trace.error_type = error_type
         trace.total_steps = totals["steps"] or 0
         trace.total_latency_ms = totals["latency"] or 0
@@ -121,7 +124,7 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
             phase=Step.Phase.STOPPED,
             ok=False,
             error_type=error_type,
-            error_detail=detail[:2000],
+            error_detail=redact_text(detail)[:2000],
             started_at=timezone.now(),
         )
     return trace_finish(

@@ -219,20 +219,40 @@ TOOL_DEFAULT_TIMEOUT_SECONDS = env.float("TOOL_DEFAULT_TIMEOUT_SECONDS", default
 TOOL_MAX_RESPONSE_BYTES = env.int("TOOL_MAX_RESPONSE_BYTES", default=256 * 1024)
 TOOL_MAX_REDIRECTS = env.int("TOOL_MAX_REDIRECTS", default=3)
 
+# Every handler redacts secrets (keys, tokens, passwords, card numbers, the configured
+# LLM_API_KEY and tool credentials) from messages, extras and tracebacks. 4xx responses
+# (an expected PermissionDenied above all) log one line with path and user id, without
+# the traceback Django attaches; 5xx keep theirs. The filter also sits on django.request
+# itself, so that handlers added later (pytest's caplog, Sentry) get the one-line record.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {
+        "redact": {"()": "traces.redaction.RedactingFilter"},
+        "client_error_one_line": {"()": "traces.redaction.ClientErrorOneLineFilter"},
+    },
     "formatters": {
         "kv": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "kv",
+            "filters": ["client_error_one_line", "redact"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
+        # Through the root's filtered handler only (Django's own would bypass the filters).
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.request": {"filters": ["client_error_one_line"]},
         "httpx": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
     },
 }
+# Celery would otherwise replace the root handlers with its own, unfiltered ones.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Reflexion ---------------------------------------------------------------------
 REFLEXION_ENABLED = env.bool("REFLEXION_ENABLED", default=True)
