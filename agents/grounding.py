@@ -132,6 +132,13 @@ _RELATIVE_DATE = re.compile(
     r"(?:on|by|this|next) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
     re.I,
 )
+# A relative date is a fact when it dates something the shop does ("arrives tomorrow"),
+# not when it dates the conversation ("I cannot check that today").
+_SHOP_EVENT = re.compile(
+    r"\b(arriv\w*|deliver\w*|ship\w*|dispatch\w*|refund\w*|restock\w*|return\w*|"
+    r"cancel\w*|process(?:ed)?|available|back in stock|on sale)\b",
+    re.I,
+)
 # An identifier: letters and digits (or a long digit run), as order, user, SKU and
 # tracking ids are, whatever their exact format.
 _IDENTIFIER = re.compile(
@@ -194,7 +201,13 @@ _CLAIMS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
         ("stock", "avail", "inventor", "quantit", "qty", "on_hand"),
     ),
     (
-        re.compile(r"(?:\b(?:is|are)|'s|'re) (?:currently |now |still )?(?:un)?available\b", re.I),
+        # Availability of a product, not of a person or a service ("our team is available").
+        re.compile(
+            r"\b(?:it|they|item|items|product|products|size|sizes|colou?r|model)"
+            r"(?:'s|'re| is| are) (?:currently |now |still )?(?:un)?available\b|"
+            r"\bavailable (?:now|again|to (?:order|buy)|for (?:purchase|order|delivery))\b",
+            re.I,
+        ),
         ("stock", "avail", "inventor", "quantit", "qty", "on_hand"),
     ),
     (re.compile(r"\b((?:not |in)?eligible|qualif(?:y|ies) for)\b", re.I), ("eligib",)),
@@ -207,7 +220,9 @@ _CLAIMS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
         ("refund",),
     ),
     (
-        re.compile(r"\breturn (?:has been|was|is) (?:approved|accepted|authori[sz]ed|received)\b"),
+        re.compile(
+            r"\breturn (?:has been|was|is) (?:approved|accepted|authori[sz]ed|received)\b", re.I
+        ),
         ("return",),
     ),
     (
@@ -294,6 +309,7 @@ def _sentence_unsupported(sentence: str, *, asked: str, seen: str, numbers: set[
     for match in _RELATIVE_DATE.finditer(sentence):
         if (
             fresh(match)
+            and _SHOP_EVENT.search(sentence)
             and not _supposed(sentence, match.start())
             and not (_ISO_DATE.search(seen) or _NAMED_DATE.search(seen))
         ):

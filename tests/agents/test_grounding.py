@@ -182,12 +182,24 @@ def test_a_data_request_is_not_answered_without_a_successful_call() -> None:
     assert "needs shop data" in reason
 
 
-def test_an_answer_stating_nothing_to_a_request_needing_no_data_is_accepted() -> None:
-    assert judge("Hello! I can look up orders, prices and returns for you.", query="hi") == (
-        "",
-        Trace.Outcome.ANSWERED_WITHOUT_DATA,
-        "",
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Hello! I can look up orders, prices and returns for you.",
+        "Our support team is available around the clock.",
+    ],
+)
+def test_an_answer_stating_nothing_to_a_request_needing_no_data_is_accepted(answer: str) -> None:
+    assert judge(answer, query="hi") == ("", Trace.Outcome.ANSWERED_WITHOUT_DATA, "")
+
+
+def test_a_relative_date_dates_a_shop_event_only() -> None:
+    dated = judge("Order #W1234567 shipped yesterday.", observations=('{"status":"shipped"}',))
+    conversation = judge(
+        "Sorry, I cannot look up order #W1234567 today.", last_call_error="TIMEOUT"
     )
+    assert "yesterday" in dated[0]
+    assert conversation == ("", Trace.Outcome.FAILED, "TIMEOUT")
 
 
 def test_numbered_list_markers_and_advice_are_not_facts() -> None:
