@@ -209,3 +209,30 @@ def test_canned_replies_are_cleaned_too(agent: Any, openai_server: Any, settings
     openai_server.enqueue(("ok", "not json"), ("ok", "still not json"))
     trace, _ = run_query(agent, "hello there")
     assert trace.final_answer == "Sorry, that did not work."
+
+
+def test_a_run_redelivered_after_its_final_step_keeps_the_recorded_outcome(
+    agent: Any, openai_server: Any
+) -> None:
+    # given a run that wrote its final step but crashed before the trace was finished
+    OUTAGE["failures_left"] = 1
+    openai_server.enqueue(
+        lookup(), reflect(False), answer("Sorry, I could not look up order #W1001549 right now.")
+    )
+    trace, _ = run_query(agent, "Where is my order #W1001549?")
+    Trace.objects.filter(pk=trace.pk).update(status="running", outcome="", error_type="")
+    # when the task is delivered again
+    from asgiref.sync import async_to_sync
+
+    from agents.services import run_execute
+
+    async_to_sync(run_execute)(trace_id=str(trace.pk))
+    trace.refresh_from_db()
+    # then nothing is asked of the model again and the outcome is the recorded one
+    assert openai_server.remaining == 0
+    assert len(openai_server.requests) == 3
+    assert (trace.status, trace.outcome, trace.error_type) == (
+        Trace.Status.FAILED,
+        Outcome.FAILED,
+        "INTERNAL_SERVER_ERROR",
+    )
