@@ -263,6 +263,7 @@ async def run_execute(
         status=outcome.status,
         final_answer=outcome.final_answer,
         error_type=outcome.error_type,
+        outcome=outcome.outcome,
     )
     if reflect:
         from policies.services import run_ended

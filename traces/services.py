@@ -70,8 +70,34 @@ def trace_mark_running(*, trace_id: str) -> bool:
     return True
 
 
-def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: str = "") -> Trace:
-    """Set the terminal status and the totals computed from the trace's steps."""
+def _outcome_for_status(status: str, tool_successes: int) -> str:
+    """The outcome of a run whose runtime did not say (a crash, an older runtime)."""
+    if status == Trace.Status.FALLBACK:
+        return Trace.Outcome.HANDED_OVER
+    if status == Trace.Status.FAILED:
+        return Trace.Outcome.FAILED
+    if tool_successes:
+        return Trace.Outcome.ANSWERED_FROM_DATA
+    return Trace.Outcome.ANSWERED_WITHOUT_DATA
+
+
+def trace_finish(
+    *, trace_id: str, status: str, final_answer: str, error_type: str = "", outcome: str = ""
+) -> Trace:
+    """Set the terminal status, the outcome and the totals computed from the trace's steps.
+
+    The outcome decides the status (``Trace.OUTCOME_STATUS``): a run that ends by telling
+    the customer a lookup failed is ``failed`` even though the model wrote a final answer.
+    Without an outcome, one is derived from the status and the steps.
+    """
+    if outcome:
+        implied = Trace.OUTCOME_STATUS[Trace.Outcome(outcome)]
+        if implied != status:
+            logger.warning(
+                "trace.status_follows_outcome",
+                extra={"trace_id": str(trace_id), "status": status, "outcome": outcome},
+            )
+        status = implied
     with transaction.atomic():
         trace = Trace.objects.select_for_update().get(pk=trace_id)
         if trace.is_terminal:
@@ -83,8 +109,13 @@ def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: s
             completion=Sum("completion_tokens"),
             cost=Sum("cost_usd"),
             failed=Count("id", filter=Q(ok=False)),
+            tool_successes=Count(
+                "id",
+                filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL, ok=True),
+            ),
         )
         trace.status = status
+        trace.outcome = outcome or _outcome_for_status(status, totals["tool_successes"])
         trace.final_answer = redact_text(final_answer)
         trace.error_type = error_type
         trace.total_steps = totals["steps"] or 0
@@ -95,6 +126,7 @@ def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: s
         trace.save(
             update_fields=[
                 "status",
+                "outcome",
                 "final_answer",
                 "error_type",
                 "total_steps",
@@ -106,7 +138,12 @@ def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: s
         )
     logger.info(
         "trace.finished",
-        extra={"trace_id": str(trace_id), "status": status, "error_type": error_type},
+        extra={
+            "trace_id": str(trace_id),
+            "status": status,
+            "outcome": trace.outcome,
+            "error_type": error_type,
+        },
     )
     return trace
 
@@ -128,7 +165,11 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
             started_at=timezone.now(),
         )
     return trace_finish(
-        trace_id=trace_id, status=Trace.Status.FAILED, final_answer="", error_type=error_type
+        trace_id=trace_id,
+        status=Trace.Status.FAILED,
+        final_answer="",
+        error_type=error_type,
+        outcome=Trace.Outcome.FAILED,
     )
 
 

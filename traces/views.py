@@ -17,8 +17,11 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     qs = traces_visible_to(user=request.user)
     status = request.GET.get("status", "")
     error_type = request.GET.get("error_type", "")
+    outcome = request.GET.get("outcome", "")
     if status in Trace.Status.values:
         qs = qs.filter(status=status)
+    if outcome in Trace.Outcome.values:
+        qs = qs.filter(outcome=outcome)
     if error_type in ErrorType.values:
         qs = qs.filter(error_type=error_type)
     qs = qs.annotate(failed_steps=Count("steps", filter=Q(steps__ok=False)))
@@ -30,6 +33,8 @@ def trace_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "status": status,
             "error_type": error_type,
+            "outcome": outcome,
+            "outcomes": Trace.Outcome.choices,
             "statuses": Trace.Status.values,
             "error_types": ErrorType.values,
         },

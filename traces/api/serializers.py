@@ -43,6 +43,10 @@ class TraceSerializer(serializers.ModelSerializer):
     agent: serializers.SlugRelatedField = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
     )
+    # Blank until the run ends: the schema must say so.
+    outcome = serializers.ChoiceField(
+        choices=Trace.Outcome.choices, allow_blank=True, read_only=True
+    )
 
     class Meta:
         model = Trace
@@ -59,6 +63,7 @@ class TraceSerializer(serializers.ModelSerializer):
             "policy_version",
             "policy_bucket",
             "status",
+            "outcome",
             "error_type",
             "final_answer",
             "total_steps",

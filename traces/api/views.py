@@ -12,6 +12,7 @@ from traces.selectors import steps_visible_to, traces_visible_to
 TRACE_FILTERS = [
     OpenApiParameter("status", str, description="queued|running|finished|fallback|failed"),
     OpenApiParameter("error_type", str),
+    OpenApiParameter("outcome", str, description="|".join(Trace.Outcome.values)),
     OpenApiParameter("agent", str, description="agent slug"),
 ]
 
@@ -27,6 +28,8 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
             qs = qs.filter(status=params["status"])
         if params.get("error_type"):
             qs = qs.filter(error_type=params["error_type"])
+        if params.get("outcome"):
+            qs = qs.filter(outcome=params["outcome"])
         if params.get("agent"):
             qs = qs.filter(agent__slug=params["agent"])
         if self.action == "retrieve":

@@ -124,7 +124,9 @@ class Command(BaseCommand):
     def _summary(self, trace: Trace) -> None:
         self.stdout.write("")
         self.stdout.write(
-            f"status: {trace.status}" + (f" ({trace.error_type})" if trace.error_type else "")
+            f"status: {trace.status}"
+            + (f" ({trace.error_type})" if trace.error_type else "")
+            + (f"  outcome: {trace.get_outcome_display()}" if trace.outcome else "")
         )
         self.stdout.write(
             f"steps: {trace.total_steps}  latency: {trace.total_latency_ms} ms  "
