@@ -81,6 +81,8 @@ class Trace(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["status", "created_at"], name="trace_status_time")]
+        # Without it a user sees only the runs they started.
+        permissions = [("view_all_traces", "Can view every user's traces and steps")]
 
     def __str__(self) -> str:
         return f"{self.id} [{self.status}] {self.query[:60]}"

@@ -211,8 +211,10 @@ LOGGING = {
         "kv": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "filters": {"no_traceback_for_refusals": {"()": "config.log_filters.NoTracebackForRefusals"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
+        "django.request": {"filters": ["no_traceback_for_refusals"]},
         "httpx": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
