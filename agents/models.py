@@ -26,6 +26,7 @@ class Agent(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        permissions = [("start_run", "Can chat with the assistant and start runs through the API")]
 
     def __str__(self) -> str:
         return self.name

@@ -35,6 +35,8 @@ from traces.recorder import RunConflict, TraceRecorder, step_to_record
 logger = logging.getLogger(__name__)
 
 DEFAULT_AGENT_SLUG = "support"
+# Checked by the chat page and POST /api/runs/; run_start itself trusts its caller.
+START_RUN = "agents.start_run"
 
 
 def agent_ensure_default() -> Agent:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import uuid
 
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from agents.forms import ChatForm
-from agents.services import agent_ensure_default, run_start
+from agents.services import START_RUN, agent_ensure_default, run_start
 from traces.selectors import traces_visible_to
 
 
@@ -21,6 +21,7 @@ def _session_key(request: HttpRequest) -> str:
 
 
 @login_required
+@permission_required(START_RUN, raise_exception=True)
 @require_http_methods(["GET", "POST"])
 def chat(request: HttpRequest) -> HttpResponse:
     """Ask the assistant; each question becomes a run whose steps stream in below."""

@@ -479,8 +479,15 @@ class _CsrfCheck(CsrfViewMiddleware):
         return reason
 
 
-def _staff_or_error(request: HttpRequest) -> JsonResponse | None:
-    """Allow staff via HTTP Basic, or via the session (then with the usual CSRF check)."""
+# Declared on FaultRule.Meta; the project's roles hand it to ops and admins. Being staff
+# is not enough: faults break every agent's tool calls and feed the learning loop.
+INJECT_FAULTS = "sandbox.inject_faults"
+_NEEDS_PERMISSION = f"the {INJECT_FAULTS} permission is required"
+
+
+def _fault_injector_or_error(request: HttpRequest) -> JsonResponse | None:
+    """Allow holders of the inject-faults permission via HTTP Basic, or via the session
+    (then with the usual CSRF check)."""
     header = request.headers.get("Authorization", "")
     if header.lower().startswith("basic "):
         try:
@@ -489,11 +496,11 @@ def _staff_or_error(request: HttpRequest) -> JsonResponse | None:
         except (binascii.Error, UnicodeDecodeError):
             return _error(403, "forbidden", "malformed Basic credentials")
         user = authenticate(request, username=username, password=password)
-        if user is None or not user.is_staff:
-            return _error(403, "forbidden", "staff credentials required")
+        if user is None or not user.has_perm(INJECT_FAULTS):
+            return _error(403, "forbidden", _NEEDS_PERMISSION)
         return None
-    if not (request.user.is_authenticated and request.user.is_staff):
-        return _error(403, "forbidden", "staff credentials required")
+    if not request.user.has_perm(INJECT_FAULTS):
+        return _error(403, "forbidden", _NEEDS_PERMISSION)
     if request.method not in SAFE_METHODS:
         check = _CsrfCheck(lambda _request: HttpResponse())
         check.process_request(request)
@@ -531,7 +538,7 @@ def _validation_error(error: ValidationError) -> JsonResponse:
 @csrf_exempt
 @allow_methods("GET")
 def faultrule_index(request: HttpRequest) -> HttpResponse:
-    denied = _staff_or_error(request)
+    denied = _fault_injector_or_error(request)
     if denied is not None:
         return denied
     return JsonResponse(
@@ -545,7 +552,7 @@ def faultrule_index(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 @allow_methods("GET", "PUT", "PATCH", "DELETE")
 def faultrule_detail(request: HttpRequest, endpoint: str) -> HttpResponse:
-    denied = _staff_or_error(request)
+    denied = _fault_injector_or_error(request)
     if denied is not None:
         return denied
     if endpoint not in FaultRule.Endpoint.values:

@@ -102,6 +102,8 @@ class Trace(models.Model):
             models.Index(fields=["status", "created_at"], name="trace_status_time"),
             models.Index(fields=["outcome", "created_at"], name="trace_outcome_time"),
         ]
+        # Without it a user sees only the runs they started.
+        permissions = [("view_all_traces", "Can view every user's traces and steps")]
 
     def __str__(self) -> str:
         return f"{self.id} [{self.status}] {self.query[:60]}"

@@ -7,21 +7,16 @@ from django.db.models import QuerySet
 
 from traces.models import Step, Trace
 
-ROLE_SUPPORT = "support"
-ROLE_OPS = "ops"
-ROLE_ADMIN = "admin"
+VIEW_ALL_TRACES = "traces.view_all_traces"
 
 
 def user_sees_all_traces(user: AbstractBaseUser | AnonymousUser) -> bool:
-    if not user.is_authenticated:
-        return False
-    if getattr(user, "is_superuser", False):
-        return True
-    return bool(user.groups.filter(name__in=[ROLE_OPS, ROLE_ADMIN]).exists())  # type: ignore[attr-defined]
+    return bool(user.has_perm(VIEW_ALL_TRACES))  # type: ignore[union-attr]
 
 
 def traces_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Trace]:
-    """Ops and admins see every trace; support agents see the runs they started."""
+    """Holders of ``traces.view_all_traces`` (ops, admins) see every trace; anyone else
+    signed in sees only the runs they started, so another user's trace id is a 404."""
     qs = Trace.objects.select_related("agent")
     if not user.is_authenticated:
         return qs.none()

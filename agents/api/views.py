@@ -5,14 +5,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.api.serializers import RunCreateSerializer
-from agents.services import agent_ensure_default, run_start
+from agents.services import START_RUN, agent_ensure_default, run_start
 from traces.api.serializers import TraceSerializer
+
+
+class CanStartRuns(permissions.BasePermission):
+    message = "Starting runs needs the agents.start_run permission (support, ops or admin role)."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return bool(request.user.has_perm(START_RUN))
 
 
 class RunCreateView(APIView):
     """Start an agent run: stored as queued, executed by a worker after commit."""
 
-    permission_classes = [permissions.IsAuthenticated]
+    permission_classes = [permissions.IsAuthenticated, CanStartRuns]
 
     @extend_schema(request=RunCreateSerializer, responses={202: TraceSerializer})
     def post(self, request: Request) -> Response:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from traces.models import Step, Trace
@@ -15,9 +14,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(staff_user: Any) -> APIClient:
+def api(support_user: Any) -> APIClient:
     client = APIClient()
-    client.force_authenticate(staff_user)
+    client.force_authenticate(support_user)
     return client
 
 
@@ -59,13 +58,23 @@ def test_anonymous_cannot_start_runs(support_agent: Any) -> None:
     assert APIClient().post("/api/runs/", {"query": "hi"}).status_code == 403
 
 
-def test_support_agent_sees_only_own_traces_ops_sees_all(
+def test_a_user_without_a_role_cannot_start_runs(
     support_agent: Any, django_user_model: Any
 ) -> None:
-    alice = django_user_model.objects.create_user("alice", password="x" * 10)
-    bob = django_user_model.objects.create_user("bob", password="x" * 10)
-    ops = django_user_model.objects.create_user("olga", password="x" * 10)
-    ops.groups.add(Group.objects.get_or_create(name="ops")[0])
+    client = APIClient()
+    client.force_authenticate(django_user_model.objects.create_user("norole", password="x" * 10))
+
+    response = client.post("/api/runs/", {"query": "hi"}, format="json")
+
+    assert response.status_code == 403
+    assert "agents.start_run" in response.json()["detail"]
+    assert not Trace.objects.exists()
+
+
+def test_support_agent_sees_only_own_traces_ops_sees_all(
+    support_agent: Any, support_user: Any, support_user2: Any, ops_user: Any
+) -> None:
+    alice, bob, ops = support_user, support_user2, ops_user
     mine = trace_create(
         agent_id=support_agent.pk, query="a", llm_backend="simulated", created_by_id=alice.pk
     )
@@ -83,12 +92,12 @@ def test_support_agent_sees_only_own_traces_ops_sees_all(
 
 
 def test_trace_detail_and_steps_after_cursor(
-    api: APIClient, staff_user: Any, support_agent: Any
+    api: APIClient, support_user: Any, support_agent: Any
 ) -> None:
     from django.utils import timezone
 
     trace = trace_create(
-        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=staff_user.pk
+        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=support_user.pk
     )
     Step.objects.bulk_create(
         [
@@ -103,14 +112,14 @@ def test_trace_detail_and_steps_after_cursor(
 
 
 def test_trace_list_query_count_does_not_grow_with_rows(
-    api: APIClient, staff_user: Any, support_agent: Any, django_assert_max_num_queries: Any
+    api: APIClient, support_user: Any, support_agent: Any, django_assert_max_num_queries: Any
 ) -> None:
     for i in range(20):
         trace_create(
             agent_id=support_agent.pk,
             query=f"q{i}",
             llm_backend="simulated",
-            created_by_id=staff_user.pk,
+            created_by_id=support_user.pk,
         )
     with django_assert_max_num_queries(4):
         assert api.get("/api/traces/").status_code == 200
@@ -126,7 +135,7 @@ def test_openapi_schema_lists_runs_traces_and_steps(api: APIClient) -> None:
 
 
 def test_trace_explorer_page_counts_failed_steps_in_one_query_per_page(
-    client: Any, staff_user: Any, support_agent: Any, django_assert_max_num_queries: Any
+    client: Any, support_user: Any, support_agent: Any, django_assert_max_num_queries: Any
 ) -> None:
     from django.utils import timezone
 
@@ -135,7 +144,7 @@ def test_trace_explorer_page_counts_failed_steps_in_one_query_per_page(
             agent_id=support_agent.pk,
             query=f"q{i}",
             llm_backend="simulated",
-            created_by_id=staff_user.pk,
+            created_by_id=support_user.pk,
         )
         Step.objects.create(
             trace=trace,
@@ -145,7 +154,7 @@ def test_trace_explorer_page_counts_failed_steps_in_one_query_per_page(
             error_type="TIMEOUT",
             started_at=timezone.now(),
         )
-    client.force_login(staff_user)
+    client.force_login(support_user)
     with django_assert_max_num_queries(8):
         page = client.get("/traces/")
     assert page.status_code == 200

@@ -18,14 +18,14 @@ def test_chat_requires_login(client: Any) -> None:
 
 
 def test_posting_a_question_starts_a_run_in_this_session(
-    client: Any, staff_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
+    client: Any, support_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     with django_capture_on_commit_callbacks() as callbacks:
         response = client.post("/", {"query": "Is the Aurora jacket in stock?"})
     assert response.status_code == 302
     trace = Trace.objects.get()
-    assert trace.source == "chat" and trace.created_by == staff_user
+    assert trace.source == "chat" and trace.created_by == support_user
     assert len(callbacks) == 1
     page = client.get("/")
     assert "Is the Aurora jacket in stock?" in page.content.decode()
@@ -34,9 +34,9 @@ def test_posting_a_question_starts_a_run_in_this_session(
 
 @pytest.mark.parametrize("payload", [{"query": ""}, {"query": "hi", "customer_id": "<script>"}])
 def test_bad_chat_input_shows_errors_and_keeps_the_text(
-    client: Any, staff_user: Any, support_agent: Any, payload: dict
+    client: Any, support_user: Any, support_agent: Any, payload: dict
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     response = client.post("/", payload)
     assert response.status_code == 200
     assert Trace.objects.count() == 0

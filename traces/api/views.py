@@ -41,7 +41,7 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(responses=StepSerializer(many=True))
     @action(detail=True, methods=["get"])
-    def steps(self, request: Request, pk: str | None = None) -> Response:
+    def steps(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         trace = self.get_object()
         after = int(request.query_params.get("after", 0) or 0)
         steps = trace.steps.filter(step_number__gt=after).order_by("step_number")
