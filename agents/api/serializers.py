@@ -1,10 +1,13 @@
 from rest_framework import serializers
 
 from agents.models import Agent
+from agents.query_validation import validate_query_length, validate_query_not_blank
 
 
 class RunCreateSerializer(serializers.Serializer):
-    query = serializers.CharField(max_length=4000, trim_whitespace=True)
+    query = serializers.CharField(
+        trim_whitespace=True, validators=[validate_query_not_blank, validate_query_length]
+    )
     agent = serializers.SlugRelatedField(
         slug_field="slug",
         queryset=Agent.objects.filter(is_active=True),

@@ -149,6 +149,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# The one length limit of a question, for the API, the chat page and `manage.py ask`.
+AGENT_QUERY_MAX_CHARS = env.int("AGENT_QUERY_MAX_CHARS", default=4000)
+
 # --- LLM ---------------------------------------------------------------------
 LLM_BACKEND = env("LLM_BACKEND", default="simulated")
 LLM_BASE_URL = env("LLM_BASE_URL", default="")

@@ -150,3 +150,16 @@ def test_trace_explorer_page_counts_failed_steps_in_one_query_per_page(
         page = client.get("/traces/")
     assert page.status_code == 200
     assert page.content.decode().count('<span class="err">1</span>') == 15
+
+
+def test_the_query_length_limit_is_the_setting(
+    api: APIClient, support_agent: Any, settings: Any
+) -> None:
+    settings.AGENT_QUERY_MAX_CHARS = 20
+    assert api.post("/api/runs/", {"query": "x" * 20}, format="json").status_code == 202
+    response = api.post("/api/runs/", {"query": "x" * 21}, format="json")
+    assert response.status_code == 400
+    assert response.json()["query"] == [
+        "The question is 21 characters long; the limit is 20. Shorten it and ask again."
+    ]
+    assert Trace.objects.count() == 1
