@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "agents",
     "traces",
@@ -147,6 +148,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Runs, traces and steps of the ReAct runtime; the sandbox shop API.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and ReDoc from the vendored sidecar package: the docs work offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No call to the public validator.swagger.io from the docs page.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # The one length limit of a question, for the API, the chat page and `manage.py ask`.
