@@ -23,6 +23,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
@@ -134,7 +135,11 @@ else:
 
 # --- REST framework ----------------------------------------------------------
 REST_FRAMEWORK = {
+    # Tokens first: one indexed lookup per request, and a 401 with `WWW-Authenticate: Token`
+    # for anonymous calls. Sessions serve the pages' htmx; Basic stays for compatibility but
+    # hashes the password on every request.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
     ],
@@ -145,7 +150,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent Ops API",
-    "DESCRIPTION": "Runs, traces and steps of the ReAct runtime; the sandbox shop API.",
+    "DESCRIPTION": (
+        "Runs, traces and steps of the ReAct runtime. Authenticate with "
+        "`Authorization: Token <key>` (`manage.py api_token <username>` prints the key)."
+    ),
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # Swagger UI and ReDoc from the vendored sidecar package: the docs work offline.

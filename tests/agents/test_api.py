@@ -55,8 +55,29 @@ def test_bad_run_input_gets_a_clear_400_and_stores_nothing(
     assert Trace.objects.count() == 0
 
 
-def test_anonymous_cannot_start_runs(support_agent: Any) -> None:
-    assert APIClient().post("/api/runs/", {"query": "hi"}).status_code == 403
+def test_anonymous_cannot_start_runs_and_is_told_to_send_a_token(support_agent: Any) -> None:
+    response = APIClient().post("/api/runs/", {"query": "hi"})
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
+    assert Trace.objects.count() == 0
+
+
+def test_a_token_authenticates_api_calls(staff_user: Any, support_agent: Any) -> None:
+    from agents.api.tokens import api_token_get_or_create
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_get_or_create(user=staff_user).key}")
+    response = client.post("/api/runs/", {"query": "Where is my order #W1001549?"}, format="json")
+    assert response.status_code == 202, response.content
+    trace = Trace.objects.get()
+    assert trace.created_by == staff_user
+    assert response.json()["url"] == f"http://testserver/api/traces/{trace.pk}/"
+
+
+@pytest.mark.parametrize("header", ["Token nope", "Token ", "Bearer abc", "Token a b"])
+def test_a_bad_token_is_401(support_agent: Any, header: str) -> None:
+    response = APIClient().get("/api/traces/", HTTP_AUTHORIZATION=header)
+    assert response.status_code == 401
 
 
 def test_support_agent_sees_only_own_traces_ops_sees_all(
@@ -163,3 +184,15 @@ def test_the_query_length_limit_is_the_setting(
         "The question is 21 characters long; the limit is 20. Shorten it and ask again."
     ]
     assert Trace.objects.count() == 1
+
+
+def test_openapi_schema_documents_the_query_limit_and_token_auth(api: APIClient) -> None:
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    query = schema["components"]["schemas"]["RunCreate"]["properties"]["query"]
+    assert query["maxLength"] == 4000
+    assert schema["components"]["securitySchemes"]["tokenAuth"] == {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": 'Token-based authentication with required prefix "Token"',
+    }
