@@ -80,6 +80,79 @@ def test_a_bad_token_is_401(support_agent: Any, header: str) -> None:
     assert response.status_code == 401
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/traces/{trace}/steps/?after=abc",
+        "/api/traces/{trace}/steps/?after=-1",
+        "/api/traces/{trace}/steps/?after=99999999999999999999",
+        "/api/steps/?trace=not-a-uuid",
+        "/api/steps/?trace=",
+        "/api/steps/?tool=%00",
+        "/api/steps/?error_type=NOPE",
+        "/api/traces/?limit=100000000000000000000",
+        "/api/traces/?limit=201",
+        "/api/traces/?limit=0",
+        "/api/traces/?limit=abc",
+        "/api/traces/?offset=-1",
+        "/api/traces/?offset=100000000000000000000",
+        "/api/traces/?status=bogus",
+        "/api/traces/?agent=not%20a%20slug",
+    ],
+)
+def test_malformed_query_parameters_are_a_400_naming_the_parameter(
+    api: APIClient, staff_user: Any, support_agent: Any, path: str
+) -> None:
+    trace = trace_create(
+        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=staff_user.pk
+    )
+    response = api.get(path.format(trace=trace.pk))
+    assert response.status_code == 400, response.content
+    name = path.split("?")[1].split("=")[0]
+    assert name in response.json()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("[" * 100_000, id="100k-nested-arrays"),
+        pytest.param('{"query": ' * 100 + '"x"' + "}" * 100, id="100-nested-objects"),
+        '{"query": NaN}',
+        '{"query": "hi", "customer_id": Infinity}',
+        '{"query": 1e999}',
+        r'{"query": "\ud800"}',
+        '{"query": ',
+    ],
+)
+def test_unstorable_or_hostile_json_is_a_400(api: APIClient, support_agent: Any, body: str) -> None:
+    response = api.post("/api/runs/", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("JSON parse error")
+    assert Trace.objects.count() == 0
+
+
+@pytest.mark.parametrize("path", ["/api/traces/not-a-uuid/", "/api/steps/1.5/", "/api/nothing/"])
+def test_unknown_api_paths_are_a_json_404(api: APIClient, path: str) -> None:
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert "detail" in response.json()
+
+
+def test_list_pages_are_bounded(api: APIClient, staff_user: Any, support_agent: Any) -> None:
+    for i in range(3):
+        trace_create(
+            agent_id=support_agent.pk,
+            query=f"q{i}",
+            llm_backend="simulated",
+            created_by_id=staff_user.pk,
+        )
+    body = api.get("/api/traces/?limit=2&offset=2").json()
+    assert body["count"] == 3
+    assert len(body["results"]) == 1
+    assert api.get("/api/traces/?limit=200").status_code == 200
+
+
 def test_support_agent_sees_only_own_traces_ops_sees_all(
     support_agent: Any, django_user_model: Any
 ) -> None:
