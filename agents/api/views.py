@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 
 from agents.api.serializers import RunAcceptedSerializer, RunCreateSerializer
 from agents.services import agent_ensure_default, run_start
-from traces.api.schema import AUTH_ERRORS, BAD_REQUEST
+from traces.api.schema import AUTH_ERRORS, BAD_REQUEST, UNSUPPORTED_MEDIA_TYPE
 
 
 class RunCreateView(APIView):
@@ -16,7 +16,12 @@ class RunCreateView(APIView):
 
     @extend_schema(
         request=RunCreateSerializer,
-        responses={202: RunAcceptedSerializer, 400: BAD_REQUEST, **AUTH_ERRORS},
+        responses={
+            202: RunAcceptedSerializer,
+            400: BAD_REQUEST,
+            415: UNSUPPORTED_MEDIA_TYPE,
+            **AUTH_ERRORS,
+        },
     )
     def post(self, request: Request) -> Response:
         serializer = RunCreateSerializer(data=request.data)

@@ -131,6 +131,14 @@ def test_unstorable_or_hostile_json_is_a_400(api: APIClient, support_agent: Any,
     assert Trace.objects.count() == 0
 
 
+def test_a_body_of_another_media_type_is_a_documented_415(api: APIClient) -> None:
+    response = api.post("/api/runs/", data="query=hi", content_type="text/plain")
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    assert response.status_code == 415
+    assert "415" in schema["paths"]["/api/runs/"]["post"]["responses"]
+    assert Trace.objects.count() == 0
+
+
 @pytest.mark.parametrize("path", ["/api/traces/not-a-uuid/", "/api/steps/1.5/", "/api/nothing/"])
 def test_unknown_api_paths_are_a_json_404(api: APIClient, path: str) -> None:
     response = api.get(path)

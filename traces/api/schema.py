@@ -33,5 +33,8 @@ FORBIDDEN = OpenApiResponse(
 NOT_FOUND = OpenApiResponse(
     ErrorDetailSerializer, description="No such object among those this user may see."
 )
+UNSUPPORTED_MEDIA_TYPE = OpenApiResponse(
+    ErrorDetailSerializer, description="The body is not JSON, form or multipart data."
+)
 
 AUTH_ERRORS = {401: UNAUTHENTICATED, 403: FORBIDDEN}
