@@ -8,7 +8,7 @@ is rightly a 400, which no static schema can foresee.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -105,24 +105,28 @@ def test_every_operation_conforms_to_the_schema(
     case.call_and_validate(headers=auth_header, checks=CHECKS)
 
 
+@pytest.mark.parametrize("which", [0, 1], ids=["clean-run", "failed-run"])
 @pytest.mark.parametrize(
-    ("path", "parameter"),
+    ("path", "object_id"),
     [
-        ("/api/traces/{id}/", "trace"),
-        ("/api/traces/{id}/steps/", "trace"),
-        ("/api/steps/{id}/", "step"),
+        ("/api/traces/{id}/", lambda trace: trace.pk),
+        ("/api/traces/{id}/steps/", lambda trace: trace.pk),
+        ("/api/steps/{id}/", lambda trace: trace.steps.get().pk),
     ],
+    ids=["trace", "trace-steps", "step"],
 )
 def test_existing_objects_are_served_as_documented(
     api_schema: Any,
     auth_header: dict[str, str],
     recorded_traces: list[Trace],
     path: str,
-    parameter: str,
+    object_id: Callable[[Trace], object],
+    which: int,
 ) -> None:
-    operation = api_schema[path]["GET"]
-    for trace in recorded_traces:
-        object_id = trace.pk if parameter == "trace" else trace.steps.get().pk
-        case = operation.Case(path_parameters={"id": str(object_id)})
-        response = case.call_and_validate(headers=auth_header, checks=CHECKS)
-        assert response.status_code == 200
+    case = api_schema[path]["GET"].Case(
+        path_parameters={"id": str(object_id(recorded_traces[which]))}
+    )
+
+    response = case.call_and_validate(headers=auth_header, checks=CHECKS)
+
+    assert response.status_code == 200

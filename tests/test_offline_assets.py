@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from traces.models import Trace
 from traces.services import trace_create
 
 pytestmark = pytest.mark.django_db
@@ -30,13 +31,21 @@ def _is_external(url: str) -> bool:
 
 
 @pytest.fixture
-def admin_client(client: Client, django_user_model: Any, support_agent: Any) -> Client:
-    admin = django_user_model.objects.create_superuser("root", password="pw-root-123")
+def admin(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_superuser("root", password="pw-root-123")
+
+
+@pytest.fixture
+def admin_client(client: Client, admin: Any) -> Client:
     client.force_login(admin)
-    client.trace_id = trace_create(  # type: ignore[attr-defined]
-        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=admin.pk
-    ).pk
     return client
+
+
+@pytest.fixture
+def trace(admin: Any, support_agent: Any) -> Trace:
+    return trace_create(
+        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=admin.pk
+    )
 
 
 @pytest.mark.parametrize(
@@ -53,8 +62,8 @@ def admin_client(client: Client, django_user_model: Any, support_agent: Any) -> 
         "/api/traces/?format=api",
     ],
 )
-def test_pages_reference_only_this_server(admin_client: Client, path: str) -> None:
-    response = admin_client.get(path.format(trace=admin_client.trace_id))  # type: ignore[attr-defined]
+def test_pages_reference_only_this_server(admin_client: Client, trace: Trace, path: str) -> None:
+    response = admin_client.get(path.format(trace=trace.pk))
 
     assert response.status_code == 200
     page = response.content.decode()
@@ -77,7 +86,7 @@ def test_api_docs_load_swagger_ui_from_the_vendored_static_files(admin_client: C
     for url in assets:
         response = admin_client.get(url)
         assert response.status_code == 200, url
-        assert b"".join(response.streaming_content) if response.streaming else response.content
+        assert response.getvalue()
 
 
 @pytest.mark.parametrize(
