@@ -4,9 +4,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.api.serializers import RunCreateSerializer
+from agents.api.serializers import RunAcceptedSerializer, RunCreateSerializer
 from agents.services import START_RUN, agent_ensure_default, run_start
-from traces.api.serializers import TraceSerializer
+from traces.api.schema import AUTH_ERRORS, BAD_REQUEST, UNSUPPORTED_MEDIA_TYPE
 
 
 class CanStartRuns(permissions.BasePermission):
@@ -21,7 +21,15 @@ class RunCreateView(APIView):
 
     permission_classes = [permissions.IsAuthenticated, CanStartRuns]
 
-    @extend_schema(request=RunCreateSerializer, responses={202: TraceSerializer})
+    @extend_schema(
+        request=RunCreateSerializer,
+        responses={
+            202: RunAcceptedSerializer,
+            400: BAD_REQUEST,
+            415: UNSUPPORTED_MEDIA_TYPE,
+            **AUTH_ERRORS,
+        },
+    )
     def post(self, request: Request) -> Response:
         serializer = RunCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -34,6 +42,5 @@ class RunCreateView(APIView):
             user_id=request.user.pk,
             source="api",
         )
-        body = TraceSerializer(trace).data
-        body["url"] = request.build_absolute_uri(f"/api/traces/{trace.pk}/")
+        body = RunAcceptedSerializer(trace, context={"request": request}).data
         return Response(body, status=status.HTTP_202_ACCEPTED)

@@ -28,7 +28,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "agents",
     "traces",
@@ -143,21 +145,42 @@ else:
 
 # --- REST framework ----------------------------------------------------------
 REST_FRAMEWORK = {
+    # Tokens first: one indexed lookup per request, and a 401 with `WWW-Authenticate: Token`
+    # for anonymous calls. Sessions serve the pages' htmx; Basic stays for compatibility but
+    # hashes the password on every request.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "config.api_parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "config.api_pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent Ops API",
-    "DESCRIPTION": "Runs, traces and steps of the ReAct runtime; the sandbox shop API.",
+    "DESCRIPTION": (
+        "Runs, traces and steps of the ReAct runtime. Authenticate with "
+        "`Authorization: Token <key>` (`manage.py api_token <username>` prints the key)."
+    ),
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and ReDoc from the vendored sidecar package: the docs work offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No call to the public validator.swagger.io from the docs page.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
+
+# The one length limit of a question, for the API, the chat page and `manage.py ask`.
+AGENT_QUERY_MAX_CHARS = env.int("AGENT_QUERY_MAX_CHARS", default=4000)
 
 # --- LLM ---------------------------------------------------------------------
 LLM_BACKEND = env("LLM_BACKEND", default="simulated")

@@ -41,3 +41,33 @@ def test_bad_chat_input_shows_errors_and_keeps_the_text(
     assert response.status_code == 200
     assert Trace.objects.count() == 0
     assert "errorlist" in response.content.decode()
+
+
+def test_a_too_long_question_is_refused_with_a_message_and_kept(
+    client: Any, staff_user: Any, support_agent: Any, settings: Any
+) -> None:
+    settings.AGENT_QUERY_MAX_CHARS = 30
+    question = "Where is my order #W1001549? " + "x" * 10
+    client.force_login(staff_user)
+
+    response = client.post("/", {"query": question})
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert Trace.objects.count() == 0
+    assert "The question is 39 characters long; the limit is 30." in page
+    assert f"{question}</textarea>" in page
+    # A maxlength attribute would let the browser cut the question silently.
+    assert "maxlength" not in page
+
+
+def test_a_question_at_the_limit_is_asked(
+    client: Any, staff_user: Any, support_agent: Any, settings: Any
+) -> None:
+    settings.AGENT_QUERY_MAX_CHARS = 30
+    client.force_login(staff_user)
+
+    response = client.post("/", {"query": "y" * 30})
+
+    assert response.status_code == 302
+    assert Trace.objects.get().query == "y" * 30

@@ -213,3 +213,62 @@ def test_malformed_json_body_is_400(injector_client):
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_json"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"rate_500": NaN}',
+        '{"rate_500": Infinity}',
+        '{"timeout_seconds": -Infinity}',
+        '{"rate_500": 1e999}',
+        pytest.param("[" * 100_000, id="100k-nested-arrays"),
+    ],
+)
+def test_non_finite_numbers_and_deep_nesting_are_invalid_json(staff_client, raw):
+    response = staff_client.put(f"{API}/_faults/orders", data=raw, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_json"
+    assert not FaultRule.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"drift_from": None}, "string"),
+        ({"drift_to": []}, "string"),
+        ({"drift": {}}, "string"),
+        ({"enabled": 1}, "boolean"),
+        ({"enabled": None}, "boolean"),
+        ({"slow_ms": 1.5}, "integer"),
+        ({"seed": 2.5}, "integer"),
+        ({"rate_500": None}, "number"),
+    ],
+)
+def test_fields_of_the_wrong_json_type_are_type_mismatch(staff_client, body, expected):
+    response = _send(staff_client, "put", f"{API}/_faults/orders", body)
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "type_mismatch"
+    assert response.json()["expected_type"] == expected
+    assert not FaultRule.objects.exists()
+
+
+@pytest.mark.parametrize("text", ["status\x00", "\ud800"])
+def test_strings_the_database_cannot_store_are_refused(staff_client, text):
+    raw = json.dumps({"drift": "rename_field", "drift_from": text, "drift_to": "state"})
+
+    response = staff_client.put(f"{API}/_faults/orders", data=raw, content_type="application/json")
+
+    assert response.status_code == 400
+    assert not FaultRule.objects.exists()
+
+
+def test_integral_numbers_and_a_null_seed_are_accepted(staff_client):
+    response = _send(
+        staff_client, "put", f"{API}/_faults/orders", {"slow_ms": 2000.0, "seed": None}
+    )
+
+    assert response.status_code == 200
+    assert (response.json()["slow_ms"], response.json()["seed"]) == (2000, None)
