@@ -120,6 +120,10 @@ class ServedApp:
         self.env["HOST"] = "127.0.0.1"
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"serve-{self.shape}.log"
+        # What `make run` does before it serves: a secret key, migrations, the demo seed.
+        subprocess.run(
+            ["bin/serve", "ensure-secret-key"], cwd=ROOT, env=self.env, check=True, timeout=60
+        )
         seed = self.manage("migrate", "--noinput") and self.manage("demo_seed")
         match = re.search(r"#W\d{7}", seed)
         assert match, f"demo_seed printed no order to try:\n{seed}"
