@@ -1,0 +1,103 @@
+"""The stuck-run sweeper: runs whose message was lost are handed over again, once each."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from agents.services import run_enqueue
+from sandbox.models import Order
+from traces.models import Step, Trace
+from traces.services import trace_create, traces_stuck
+from traces.tasks import sweep_stuck_runs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def shop_runs(
+    live_sandbox: str, small_shop: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> Any:
+    """Make runs of order questions, aged as if their worker or message were lost."""
+    settings.AGENT_EXECUTOR = "inprocess"
+    settings.LLM_SIM_ERROR_RATES = {}
+    stuck_age = timedelta(seconds=settings.AGENT_RUN_HARD_TIME_LIMIT * 3)
+    orders = iter(Order.objects.order_by("order_id"))
+
+    def make(*, status: str, age: timedelta = stuck_age) -> Trace:
+        trace = trace_create(
+            agent_id=support_agent.pk,
+            query=f"Where is my order {next(orders).order_id}?",
+            llm_backend="simulated",
+        )
+        Trace.objects.filter(pk=trace.pk).update(status=status, created_at=timezone.now() - age)
+        trace.refresh_from_db()
+        return trace
+
+    return make
+
+
+def wait_terminal(*traces: Trace, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for trace in traces:
+            trace.refresh_from_db()
+        if all(trace.is_terminal for trace in traces):
+            return
+        time.sleep(0.1)  # polling the DB that the event-loop thread writes
+    raise AssertionError([(str(t.pk), t.status) for t in traces])
+
+
+def test_sweep_hands_over_runs_without_progress_and_leaves_the_others(shop_runs: Any) -> None:
+    # given runs lost while queued and while running, and runs that must be left alone
+    lost_queued = shop_runs(status=Trace.Status.QUEUED)
+    lost_running = shop_runs(status=Trace.Status.RUNNING)
+    progressing = shop_runs(status=Trace.Status.RUNNING)
+    Step.objects.create(
+        trace=progressing, step_number=1, phase=Step.Phase.REASONING, started_at=timezone.now()
+    )
+    just_queued = shop_runs(status=Trace.Status.QUEUED, age=timedelta(0))
+    ended = shop_runs(status=Trace.Status.FAILED)
+
+    # when beat runs the sweeper
+    handed_over = sweep_stuck_runs()
+
+    # then exactly the lost runs are executed again, to the end
+    assert handed_over == 2
+    wait_terminal(lost_queued, lost_running)
+    for trace in (lost_queued, lost_running):
+        assert trace.status == Trace.Status.FINISHED, trace.final_answer
+        assert trace.steps.filter(phase=Step.Phase.FINAL).count() == 1
+    for trace, status in (
+        (progressing, Trace.Status.RUNNING),
+        (just_queued, Trace.Status.QUEUED),
+        (ended, Trace.Status.FAILED),
+    ):
+        trace.refresh_from_db()
+        assert trace.status == status
+        assert trace.attempts == 0
+
+
+def test_a_run_handed_over_twice_is_executed_to_one_end(shop_runs: Any, settings: Any) -> None:
+    # given a lost run that two sweeps both found stuck (beat overlapping a slow sweep)
+    lost = shop_runs(status=Trace.Status.QUEUED)
+    stuck = traces_stuck(older_than=timedelta(seconds=settings.AGENT_RUN_HARD_TIME_LIMIT * 2))
+    assert stuck == [str(lost.pk)]
+
+    # when both hand it over
+    run_enqueue(trace_id=stuck[0])
+    run_enqueue(trace_id=stuck[0])
+
+    # then it ends once: one final answer, one unbroken sequence of steps
+    wait_terminal(lost)
+    assert lost.status == Trace.Status.FINISHED, lost.final_answer
+    numbers = list(lost.steps.order_by("step_number").values_list("step_number", flat=True))
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert lost.steps.filter(phase=Step.Phase.FINAL).count() == 1
+    assert lost.total_steps == len(numbers)
+    # and nothing is left to sweep
+    assert sweep_stuck_runs() == 0
