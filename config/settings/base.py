@@ -117,6 +117,13 @@ AGENT_RUN_HARD_TIME_LIMIT = env.int("AGENT_RUN_HARD_TIME_LIMIT", default=150)
 # Redis must not redeliver a task that is still running: longer than the hard limit.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": AGENT_RUN_HARD_TIME_LIMIT * 4}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A broker restart must not end a worker (README, "Broker restarts"): keep reconnecting for
+# as long as Redis is away, at start-up too. Runs in flight go on: they need PostgreSQL, not
+# the broker, the threads pool could not cancel them anyway, and running one twice is
+# idempotent per trace id. Runs whose messages Redis lost are re-enqueued by the sweeper.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE = {
     "traces-sweep-stuck-runs": {"task": "traces.sweep_stuck_runs", "schedule": 60.0},
 }
