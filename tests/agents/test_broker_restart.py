@@ -21,6 +21,7 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
+import agents.tasks  # noqa: F401  (its time limits are read at import: before a test shrinks them)
 from agents.services import run_start
 from config.celery import app as celery_app
 from sandbox.models import Order

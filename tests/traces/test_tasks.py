@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
+import agents.tasks  # noqa: F401  (its time limits are read at import: before a test shrinks them)
 from agents.services import run_enqueue
+from config.celery import app as celery_app
 from sandbox.models import Order
 from traces.models import Step, Trace
 from traces.services import trace_create, traces_stuck
@@ -39,6 +42,24 @@ def shop_runs(
         return trace
 
     return make
+
+
+@pytest.fixture
+def unread_broker(settings: Any) -> Iterator[None]:
+    """Runs go to Celery through an in-memory broker that no worker reads: they stay queued."""
+    settings.AGENT_EXECUTOR = "celery"
+    previous = celery_app.conf.broker_url, celery_app.conf.broker_transport
+
+    def reset_pools() -> None:
+        celery_app.pool.force_close_all()
+        celery_app._pool = None
+        celery_app.amqp._producer_pool = None
+
+    reset_pools()
+    celery_app.conf.broker_url, celery_app.conf.broker_transport = "memory://", None
+    yield
+    reset_pools()
+    celery_app.conf.broker_url, celery_app.conf.broker_transport = previous
 
 
 def wait_terminal(*traces: Trace, timeout: float = 60.0) -> None:
@@ -101,3 +122,23 @@ def test_a_run_handed_over_twice_is_executed_to_one_end(shop_runs: Any, settings
     assert lost.total_steps == len(numbers)
     # and nothing is left to sweep
     assert sweep_stuck_runs() == 0
+
+
+def test_a_run_still_waiting_is_handed_over_once_per_window(
+    shop_runs: Any, unread_broker: None, settings: Any
+) -> None:
+    # given a lost run, handed over by a sweep, whose new message no worker has read yet
+    waiting = shop_runs(status=Trace.Status.QUEUED)
+    settings.AGENT_RUN_HARD_TIME_LIMIT = 1  # a window of two seconds
+    assert sweep_stuck_runs() == 1
+
+    # when beat sweeps again within the window, the run is not queued a second time
+    assert sweep_stuck_runs() == 0
+    waiting.refresh_from_db()
+    assert waiting.status == Trace.Status.QUEUED
+
+    # then once the window has passed without progress, it is handed over again
+    deadline = time.monotonic() + 60
+    while sweep_stuck_runs() == 0:
+        assert time.monotonic() < deadline, "the run was never handed over again"
+        time.sleep(0.1)  # waiting for the window to pass
