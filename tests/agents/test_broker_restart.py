@@ -26,7 +26,7 @@ from agents.services import run_start
 from config.celery import app as celery_app
 from sandbox.models import Order
 from sandbox.services import faultrule_clear, faultrule_set
-from traces.models import Trace
+from traces.models import Step, Trace
 from traces.tasks import sweep_stuck_runs
 
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
@@ -268,3 +268,46 @@ def test_worker_survives_a_redis_restart_and_every_accepted_run_ends(
         assert order.order_id in trace.final_answer
     assert "Unrecoverable error" not in log.read_text()
     assert process.poll() is None
+
+
+def test_worker_survives_a_dropped_connection_and_redelivered_runs_end_once(
+    worker: dict[str, Any],
+    broker: RedisServer,
+    small_shop: Any,
+    support_agent: Any,
+    error_rules: Any,
+) -> None:
+    log, process = worker["log"], worker["process"]
+    orders = list(Order.objects.order_by("order_id")[:2])
+    # given two runs in flight, their messages unacknowledged, idle threads on BRPOP
+    faultrule_set(endpoint="orders", rate_slow=1.0, slow_ms=1500)
+    in_flight = [
+        run_start(agent=support_agent, query=f"Where is my order {order.order_id}?")
+        for order in orders
+    ]
+    wait_for(
+        lambda: set(_statuses(in_flight)) == {Trace.Status.RUNNING},
+        what="both runs to be running",
+        log=log,
+        alive=process,
+    )
+
+    # when Redis stays up but drops every client connection (a proxy, a failover, `timeout`)
+    client = redis.Redis(port=broker.port)
+    for kind in ("normal", "pubsub"):
+        client.client_kill_filter(_type=kind)
+
+    # then the worker puts the unacknowledged messages back and runs them again beside the
+    # originals: each run still ends once, with one unbroken sequence of steps
+    wait_for(lambda: _all_terminal(in_flight), what="the runs to end", log=log, alive=process)
+    endings = (Step.Phase.FINAL, Step.Phase.FALLBACK, Step.Phase.STOPPED)
+    for trace in in_flight:
+        numbers = list(trace.steps.order_by("step_number").values_list("step_number", flat=True))
+        assert numbers == list(range(1, len(numbers) + 1))
+        assert trace.steps.filter(phase__in=endings).count() == 1
+    # and the same worker process goes on consuming
+    faultrule_clear(endpoint="orders")
+    after = [run_start(agent=support_agent, query=f"Where is my order {orders[0].order_id}?")]
+    wait_for(lambda: _all_terminal(after), what="a run sent after the drop", log=log, alive=process)
+    assert wait_for(lambda: _worker_pid(worker), what="the worker", alive=process) == process.pid
+    assert "Unrecoverable error" not in log.read_text()
