@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kombu.pools
 import pytest
 import redis
 from django.conf import settings as django_settings
@@ -111,7 +112,9 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 def _reset_broker_pools() -> None:
-    celery_app.pool.force_close_all()
+    # kombu keeps one pool per broker URL process-wide: close and forget them all, so the
+    # next publish connects to the broker now configured.
+    kombu.pools.reset()
     celery_app._pool = None
     celery_app.amqp._producer_pool = None
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import kombu.pools
 import pytest
 from django.utils import timezone
 
@@ -51,7 +52,7 @@ def unread_broker(settings: Any) -> Iterator[None]:
     previous = celery_app.conf.broker_url, celery_app.conf.broker_transport
 
     def reset_pools() -> None:
-        celery_app.pool.force_close_all()
+        kombu.pools.reset()  # one pool per broker URL, process-wide
         celery_app._pool = None
         celery_app.amqp._producer_pool = None
 
