@@ -17,8 +17,8 @@ app.autodiscover_tasks()
 def use_restart_safe_redis_transport(sender: Celery, **kwargs: Any) -> None:
     """A redis:// broker goes through config.broker's transport, which survives a lost broker.
 
-    rediss:// keeps kombu's own transport: only its alias turns on TLS.
+    rediss:// keeps kombu's own transport, whose alias also sets the TLS defaults.
     """
     conf = sender.conf
-    if not conf.broker_transport and urlsplit(conf.broker_url).scheme == "redis":
+    if not conf.broker_transport and urlsplit(str(conf.broker_url or "")).scheme == "redis":
         conf.broker_transport = "config.broker:RedisTransport"
