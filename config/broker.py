@@ -10,9 +10,10 @@ the still-open channel restores the unacked messages, which builds a Redis pool 
 detached client and raises ``AttributeError``, which ``ignore_errors`` does not cover.
 
 Here a connection error from that read ends the read like an empty one, so the first close
-completes and marks the channel closed; the second close is a no-op and the consumer
-reconnects. Messages that the first close could not restore (Redis is down) stay in Redis'
-unacked index and come back after ``visibility_timeout`` if Redis kept them.
+goes on and marks the channel closed, and a close after the transport was detached skips the
+restore instead of crashing. The consumer then reconnects. Messages that could not be
+restored (Redis is down) stay in Redis' unacked index and come back after
+``visibility_timeout`` if Redis kept them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class Channel(kombu_redis.Channel):
             except (Empty, *self.connection_errors):
                 # The read is over either way; the close must still happen.
                 pass
+        if getattr(self.connection, "client", None) is None and self._qos is not None:
+            # Detached: no broker address is left to restore to. Any other step of an
+            # earlier close that failed on the dead socket lands here too.
+            self._qos.restore_at_shutdown = False
         super().close()
 
 
