@@ -133,11 +133,22 @@ def run_start(
 
 
 def run_enqueue(*, trace_id: str) -> None:
-    """Hand the run to Celery, or to this process's event loop in the embedded shape."""
+    """Hand the run to Celery, or to this process's event loop in the embedded shape.
+
+    With the broker unreachable the run stays stored as queued and accepted: the stuck-run
+    sweeper hands it over once the broker is back, so the caller does not fail.
+    """
     if settings.AGENT_EXECUTOR == "celery":
+        from kombu.exceptions import OperationalError
+
         from agents.tasks import run_agent
 
-        run_agent.delay(trace_id)
+        try:
+            run_agent.delay(trace_id)
+        except OperationalError as exc:
+            logger.warning(
+                "run.enqueue_failed", extra={"trace_id": trace_id, "error": type(exc).__name__}
+            )
     else:
         from agents.loop_runner import loop_runner
 

@@ -226,7 +226,9 @@ def test_malformed_json_body_is_400(injector_client):
     ],
 )
 def test_non_finite_numbers_and_deep_nesting_are_invalid_json(injector_client, raw):
-    response = injector_client.put(f"{API}/_faults/orders", data=raw, content_type="application/json")
+    response = injector_client.put(
+        f"{API}/_faults/orders", data=raw, content_type="application/json"
+    )
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_json"
@@ -259,7 +261,9 @@ def test_fields_of_the_wrong_json_type_are_type_mismatch(injector_client, body, 
 def test_strings_the_database_cannot_store_are_refused(injector_client, text):
     raw = json.dumps({"drift": "rename_field", "drift_from": text, "drift_to": "state"})
 
-    response = injector_client.put(f"{API}/_faults/orders", data=raw, content_type="application/json")
+    response = injector_client.put(
+        f"{API}/_faults/orders", data=raw, content_type="application/json"
+    )
 
     assert response.status_code == 400
     assert not FaultRule.objects.exists()
