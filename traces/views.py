@@ -9,7 +9,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from traces.models import ErrorType, Trace
-from traces.selectors import traces_visible_to
+from traces.selectors import (
+    strategy_ids_applied,
+    trace_timeline,
+    traces_visible_to,
+)
 
 
 @login_required
@@ -44,7 +48,12 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
-    return render(request, "traces/trace_detail.html", {"trace": trace, "steps": trace.steps.all()})
+    timeline = trace_timeline(trace=trace)
+    return render(
+        request,
+        "traces/trace_detail.html",
+        {"trace": trace, "timeline": timeline, "applied_ids": strategy_ids_applied(timeline)},
+    )
 
 
 @login_required
