@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from traces.models import Step, Trace
 
@@ -35,6 +35,7 @@ def steps_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Step
 
 # The phases of one ReAct round, in the order the timeline shows them side by side.
 _ROUND_SLOTS = {Step.Phase.REASONING: "reasoning", Step.Phase.REFLECTION: "reflection"}
+TEXT_FILTER_MAX_LENGTH = 200
 
 
 @dataclass
@@ -115,3 +116,10 @@ def strategy_ids_applied(rounds: Iterable[TimelineRound]) -> list[int]:
                     seen.setdefault(strategy_id, None)
     return list(seen)
 
+
+def traces_matching_text(qs: QuerySet[Trace], *, text: str) -> QuerySet[Trace]:
+    """Traces whose query or final answer contains ``text`` (case-insensitive)."""
+    text = text.strip()[:TEXT_FILTER_MAX_LENGTH]
+    if not text:
+        return qs
+    return qs.filter(Q(query__icontains=text) | Q(final_answer__icontains=text))

@@ -10,8 +10,10 @@ from django.shortcuts import get_object_or_404, render
 
 from traces.models import ErrorType, Trace
 from traces.selectors import (
+    TEXT_FILTER_MAX_LENGTH,
     strategy_ids_applied,
     trace_timeline,
+    traces_matching_text,
     traces_visible_to,
 )
 
@@ -29,11 +31,14 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     if error_type in ErrorType.values:
         qs = qs.filter(error_type=error_type)
     qs = qs.annotate(failed_steps=Count("steps", filter=Q(steps__ok=False)))
+    text = request.GET.get("q", "").strip()[:TEXT_FILTER_MAX_LENGTH]
+    qs = traces_matching_text(qs, text=text)
     page = Paginator(qs.order_by("-created_at"), 50).get_page(request.GET.get("page"))
     return render(
         request,
         "traces/trace_list.html",
         {
+            "q": text,
             "page": page,
             "status": status,
             "error_type": error_type,
