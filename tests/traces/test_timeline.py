@@ -172,3 +172,52 @@ def test_detail_query_count_does_not_grow_with_steps(
     # session, user, the user's and the groups' permissions, trace, steps, strategies,
     # their source traces
     assert counts == [8, 8]
+
+
+def test_detail_shows_lookups_rejections_and_other_phases_in_their_round(
+    support_agent: Any, ops_user: Any, client: Any
+) -> None:
+    # given a round whose pre-condition looked a value up, a round whose call was rejected,
+    # and a Self-RAG retrieval
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    _step(trace, 1, 1, "reasoning", tool_name="get_stock", action_input={"sku": "red mug"})
+    _step(
+        trace,
+        2,
+        1,
+        "action",
+        tool_name="search_products",
+        action_input={"q": "red mug"},
+        status_code=200,
+        details={"auxiliary": True, "pre_condition": 4},
+    )
+    _step(trace, 3, 1, "action", tool_name="get_stock", action_input={"sku": "SKU-1"})
+    _step(trace, 4, 2, "reasoning", tool_name="get_order", action_input={"order_id": "abc"})
+    _step(
+        trace,
+        5,
+        2,
+        "action",
+        tool_name="get_order",
+        action_input={"order_id": "abc"},
+        ok=False,
+        error_type="INVALID_PARAMETER",
+        error_detail="SCHEMA_VIOLATION: 'abc' does not match '^#W\\d{7}$'",
+        details={"rejected": True},
+    )
+    _step(trace, 6, 3, "retrieval", action_input={"query": "returns", "top_k": 3})
+    client.force_login(ops_user)
+    # when
+    page = html.unescape(client.get(trace.get_absolute_url()).content.decode())
+    # then
+    round_one = page[page.index('id="round-1"') : page.index('id="round-2"')]
+    assert "pre-condition S4 looked up" in round_one
+    assert '<code class="input">{"q": "red mug"}</code>' in round_one
+    assert '<pre class="input validated-input">{\n  "sku": "SKU-1"\n}</pre>' in round_one
+    round_two = page[page.index('id="round-2"') : page.index('id="round-3"')]
+    assert "Rejected before the call" in round_two
+    assert "validated-input" not in round_two
+    assert "INVALID_PARAMETER" in round_two
+    round_three = page[page.index('id="round-3"') :]
+    assert "<h4>Retrieval</h4>" in round_three
+    assert '{"query": "returns", "top_k": 3}' in round_three
