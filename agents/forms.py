@@ -4,6 +4,7 @@ from typing import Any
 from django import forms
 from jsonschema import Draft202012Validator, SchemaError
 
+from agents.endpoints import endpoint_template_problem
 from agents.models import Agent, Tool
 from agents.query_validation import validate_query_length
 
@@ -42,7 +43,7 @@ class ToolEditForm(forms.Form):
             "placeholders only in the path or query."
         ),
     )
-    method = forms.ChoiceField(choices=Tool.Method.choices)
+    method = forms.ChoiceField(choices=[(method, method) for method in Tool.Method.values])
     timeout_seconds = forms.FloatField(help_text="Seconds, more than 0 and at most 60.")
     params_schema = forms.CharField(
         label="Arguments (JSON Schema)",
@@ -52,9 +53,13 @@ class ToolEditForm(forms.Form):
     allowed_agents = forms.ModelMultipleChoiceField(
         queryset=Agent.objects.order_by("slug"),
         required=False,
-        widget=forms.CheckboxSelectMultiple,
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "checks"}),
         help_text="Agents whose runs may call this tool.",
     )
+
+    def __init__(self, *args: Any, tool: Tool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tool = tool
 
     @classmethod
     def initial_for(cls, tool: Tool) -> dict[str, Any]:
@@ -66,6 +71,16 @@ class ToolEditForm(forms.Form):
             "params_schema": json.dumps(tool.params_schema, indent=2, sort_keys=True),
             "allowed_agents": list(tool.allowed_agents.all()),
         }
+
+    def clean_endpoint_template(self) -> str:
+        # Checked here as well as in Tool.clean() so that a bad endpoint is reported
+        # together with a bad schema, not one submit later.
+        template = self.cleaned_data["endpoint_template"]
+        if self.tool.kind == Tool.Kind.HTTP:
+            problem = endpoint_template_problem(template)
+            if problem:
+                raise forms.ValidationError(problem)
+        return template
 
     def clean_params_schema(self) -> dict[str, Any]:
         text = self.cleaned_data["params_schema"]

@@ -112,7 +112,7 @@ def tool_edit(request: HttpRequest, tool_id: int) -> HttpResponse:
     """Edit a tool's description, endpoint, method, timeout, schema and allowed agents."""
     tool = get_object_or_404(Tool, pk=tool_id)
     if request.method == "POST":
-        form = ToolEditForm(request.POST)
+        form = ToolEditForm(request.POST, tool=tool)
         if form.is_valid():
             try:
                 tool_update(tool_id=tool.pk, actor=request.user, **form.cleaned_data)
@@ -122,7 +122,7 @@ def tool_edit(request: HttpRequest, tool_id: int) -> HttpResponse:
                 messages.success(request, f"{tool.name} saved.")
                 return redirect("agents:tool_edit", tool_id=tool.pk)
     else:
-        form = ToolEditForm(initial=ToolEditForm.initial_for(tool))
+        form = ToolEditForm(initial=ToolEditForm.initial_for(tool), tool=tool)
     window = _error_window(request)
     now = timezone.now()
     rate = tool_error_rates(tool_names=[tool.name], since=now - ERROR_WINDOWS[window], until=now)[

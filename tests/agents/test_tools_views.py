@@ -193,6 +193,20 @@ def test_bad_edit_shows_the_error_inline_keeps_the_input_and_saves_nothing(
     assert not AuditLog.objects.filter(action="tool.update").exists()
 
 
+def test_a_bad_schema_and_a_bad_endpoint_are_reported_together(
+    admin_client: Client, get_order: Tool
+) -> None:
+    payload = _edit_payload(
+        get_order, params_schema="{not json", endpoint_template="http://{host}:8000/orders"
+    )
+
+    response = admin_client.post(f"/tools/{get_order.pk}/", payload)
+
+    errors = response.context["form"].errors
+    assert set(errors) == {"params_schema", "endpoint_template"}
+    assert "line 1, column 2" in errors["params_schema"][0]
+
+
 def test_valid_edit_is_saved_and_audited(
     admin_client: Client, get_order: Tool, support_agent: Agent
 ) -> None:
@@ -330,3 +344,19 @@ def test_list_query_count_does_not_grow_with_tools(
 
     assert page.count('class="badge fallback" title="after repeated timeouts"') == 17
     assert len(many) == len(few)
+
+
+def test_the_django_admin_action_lifts_a_suspension_through_the_same_service(
+    admin_client: Client, get_order: Tool
+) -> None:
+    get_order.suspended_until = timezone.now() + timedelta(minutes=10)
+    get_order.save()
+
+    admin_client.post(
+        "/admin/agents/tool/", {"action": "lift_suspension", "_selected_action": [get_order.pk]}
+    )
+
+    get_order.refresh_from_db()
+    assert get_order.suspended_until is None
+    assert get_order.alerts.filter(kind=ToolAlert.Kind.UNSUSPENDED).exists()
+    assert AuditLog.objects.filter(action="tool.unsuspend", target="get_order").exists()
