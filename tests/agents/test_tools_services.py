@@ -203,3 +203,18 @@ def test_the_simulated_assistant_cannot_use_a_tool_disabled_on_the_page(
 
     assert not after.steps.filter(tool_name="get_order").exists()
     assert "get_order" in after.final_answer and "not available" in after.final_answer
+
+
+@pytest.mark.django_db
+def test_the_error_rate_query_can_be_served_by_the_tool_time_index(support_agent: Any) -> None:
+    # With sequential scans priced out, the plan shows whether the index can answer the
+    # query at all (on a near-empty table the planner would otherwise pick a scan).
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        with CaptureQueriesContext(connection) as queries:
+            tool_error_rates(tool_names=["get_order"], since=now - timedelta(hours=24), until=now)
+        cursor.execute("EXPLAIN " + queries[0]["sql"])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+
+    assert "step_tool_time" in plan
