@@ -360,3 +360,20 @@ def test_the_django_admin_action_lifts_a_suspension_through_the_same_service(
     assert get_order.suspended_until is None
     assert get_order.alerts.filter(kind=ToolAlert.Kind.UNSUSPENDED).exists()
     assert AuditLog.objects.filter(action="tool.unsuspend", target="get_order").exists()
+
+
+@pytest.mark.parametrize(("window", "shown"), [("1h", "no calls"), ("24h", "of 1 call")])
+def test_the_error_window_is_a_url_filter(
+    admin_client: Client, support_agent: Agent, window: str, shown: str
+) -> None:
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    step = Step.objects.create(
+        trace=trace, step_number=1, phase="action", tool_name="get_order", started_at=timezone.now()
+    )
+    Step.objects.filter(pk=step.pk).update(created_at=timezone.now() - timedelta(hours=2))
+
+    page = admin_client.get(f"/tools/?window={window}").content.decode()
+
+    row = page.split('id="tool-get_order"')[1].split("</tr>")[0]
+    assert shown in row
+    assert f'value="{window}" selected' in page
