@@ -48,6 +48,7 @@ A = 401
 PUBLIC: Statuses = (200, 200, 200, 200, 200)
 SIGNED_IN: Statuses = (302, 200, 200, 200, 200)  # login_required, then every role
 OPS_PAGE: Statuses = (302, 403, 403, 200, 200)
+ADMIN_PAGE: Statuses = (302, 403, 403, 403, 200)  # agents.change_tool: the admin role
 OWN_PAGE: Statuses = (302, 200, 404, 200, 200)  # a trace the first support user started
 API: Statuses = (A, 200, 200, 200, 200)
 API_OWN: Statuses = (A, 200, 404, 200, 200)
@@ -85,6 +86,19 @@ ROUTES: dict[str, Route] = {
     "reviews/<int:item_id>/decide/": Route(
         "/reviews/{item}/decide/",
         {"GET": (302, 405, 405, 405, 405), "POST": (302, 403, 403, 302, 302)},
+        form=True,
+    ),
+    # The tools page: an empty edit is refused with inline errors (400); a confirmed
+    # action redirects back to the list.
+    "tools/": Route("/tools/", {"GET": ADMIN_PAGE}),
+    "tools/<int:tool_id>/": Route(
+        "/tools/{agents_tool}/",
+        {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 400)},
+        form=True,
+    ),
+    "tools/<int:tool_id>/<slug:action>/": Route(
+        "/tools/{agents_tool}/disable/",
+        {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 302)},
         form=True,
     ),
     # --- Django admin pages that are not per model --------------------------------------
