@@ -4,8 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
+# Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
+BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run test install migrate seed lint typecheck bench bench-learning clean
+.PHONY: run test install secret-key migrate seed lint typecheck bench bench-learning clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,14 +17,19 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-migrate: $(STAMP)
+## Unless one is set, give the installation a random DJANGO_SECRET_KEY in .env (mode 600).
+secret-key: $(STAMP)
+	bin/serve ensure-secret-key
+
+migrate: secret-key
 	$(PY) manage.py migrate --noinput
 
 seed: migrate
 	$(PY) manage.py demo_seed
 
 ## Set up and serve on :8000. Embedded by default (SQLite, in-process worker, no Redis);
-## with DATABASE_URL and REDIS_URL set: PostgreSQL, Redis broker, separate Celery workers.
+## with DATABASE_URL and REDIS_URL set (environment or .env): production settings,
+## PostgreSQL, Redis broker, supervised Celery workers.
 run: seed
 	bin/serve
 
@@ -40,16 +47,16 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy agents traces policies reviews bench
 
 ## Runtime benchmark (steps/s with durable Steps, runs in flight) on its own database.
-bench: $(STAMP)
+bench: secret-key
 	mkdir -p var
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py migrate --noinput -v0
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py bench_runtime
+	$(BENCH_ENV) $(PY) manage.py migrate --noinput -v0
+	$(BENCH_ENV) $(PY) manage.py bench_runtime
 
 ## The learning experiment on its own database (it resets that database's policy tree).
-bench-learning: $(STAMP)
+bench-learning: secret-key
 	mkdir -p var
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py migrate --noinput -v0
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) manage.py bench_learning --yes
+	$(BENCH_ENV) $(PY) manage.py migrate --noinput -v0
+	$(BENCH_ENV) $(PY) manage.py bench_learning --yes
 
 clean:
 	rm -rf $(VENV) db.sqlite3 var

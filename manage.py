@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 """Django's command-line utility for administrative tasks."""
 
-import os
 import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    from config.shape import settings_select
+
+    settings_select()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -2,7 +2,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from agents.credentials import ToolAuthInvalid, tool_auth_parse
 from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
+from agents.services import tool_unsuspend
 
 
 @admin.register(Agent)
@@ -19,6 +21,7 @@ class ToolAdmin(admin.ModelAdmin):
         "method",
         "endpoint_template",
         "timeout_seconds",
+        "credential",
         "enabled",
         "suspended_until",
     ]
@@ -28,9 +31,20 @@ class ToolAdmin(admin.ModelAdmin):
     filter_horizontal = ["allowed_agents"]
     actions = ["lift_suspension"]
 
+    @admin.display(description="Credential")
+    def credential(self, obj: Tool) -> str:
+        """Where the credential goes and its variable's name; the value is never read here."""
+        try:
+            auth = tool_auth_parse(obj.auth)
+        except ToolAuthInvalid:
+            return "invalid auth setting"
+        return auth.describe() if auth else "-"
+
     @admin.action(description="Lift the timeout suspension")
     def lift_suspension(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        queryset.update(suspended_until=None)
+        # The same service as the tools page: an alert row and an audit row per tool.
+        for tool_id in queryset.filter(suspended_until__isnull=False).values_list("pk", flat=True):
+            tool_unsuspend(tool_id=tool_id, actor=request.user)
 
 
 @admin.register(ToolAlert)

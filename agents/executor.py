@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,15 +14,29 @@ from typing import Any
 import httpx
 
 from agents.adapters import ADAPTERS, adapt_arguments
-from agents.endpoints import EndpointTemplateError, endpoint_allowed, endpoint_render, sandbox_host
+from agents.credentials import (
+    CredentialMissing,
+    ToolAuth,
+    credential_request_parts,
+    credential_resolve,
+)
+from agents.endpoints import (
+    EndpointTemplateError,
+    endpoint_allowed,
+    endpoint_refusal,
+    endpoint_render,
+    sandbox_host,
+)
 from agents.registry import registered_python_tool
 from agents.ssrf import (
     EndpointNotAllowed,
     ResponseTooLarge,
     SSRFBlocked,
     TooManyRedirects,
+    UnparseableURL,
     ssrf_safe_request,
 )
+from traces.redaction import redact_known_secrets, redact_text, redact_value
 
 
 class ExecutorCode:
@@ -40,21 +53,12 @@ class ExecutorCode:
     RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
     HTTP_ERROR = "HTTP_ERROR"
     TOOL_ERROR = "TOOL_ERROR"
-
-
-_SECRET_KEYS = re.compile(r"pass(word)?|secret|token|api[_-]?key|authorization|credential", re.I)
+    CREDENTIAL_MISSING = "CREDENTIAL_MISSING"
 
 
 def redact(value: Any) -> Any:
-    """Replace values under secret-looking keys, recursively."""
-    if isinstance(value, dict):
-        return {
-            key: "***" if _SECRET_KEYS.search(str(key)) else redact(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(item) for item in value]
-    return value
+    """The call's arguments as they may be recorded: secret-looking values replaced."""
+    return redact_value(value)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class ToolSnapshot:
     query_map: dict[str, str] = field(default_factory=dict)
     adapters: tuple[str, ...] = ()
     suspended: bool = False
+    auth: ToolAuth | None = None
+    auth_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -223,25 +229,54 @@ class ToolExecutor:
                 detail=str(exc),
             )
         payload = redact(call.arguments)
-        if not endpoint_allowed(url):
+        refusal = endpoint_refusal(url)
+        if refusal is not None:
             return self._result(
-                ExecutorCode.INVALID_ENDPOINT,
+                ExecutorCode.INVALID_ENDPOINT, started, url, payload, None, "", detail=refusal
+            )
+        headers: dict[str, str] = {}
+        credential_params: dict[str, str] = {}
+        if tool.auth_error:
+            return self._result(
+                ExecutorCode.CREDENTIAL_MISSING,
                 started,
                 url,
                 payload,
                 None,
                 "",
-                detail="endpoint is not on the allow-list",
+                detail=f"tool {tool.name!r} cannot authenticate: {tool.auth_error}",
             )
+        if tool.auth is not None:
+            try:
+                secret = credential_resolve(tool.auth)
+            except CredentialMissing as exc:
+                return self._result(
+                    ExecutorCode.CREDENTIAL_MISSING,
+                    started,
+                    url,
+                    payload,
+                    None,
+                    "",
+                    detail=f"tool {tool.name!r} cannot authenticate: {exc}",
+                )
+            headers, credential_params = credential_request_parts(tool.auth, secret)
         request_kwargs: dict[str, Any] = {"timeout": tool.timeout_seconds}
+        if headers:
+            request_kwargs["headers"] = headers
         renamed = {tool.query_map.get(key, key): value for key, value in rest.items()}
         if tool.method == "GET":
             request_kwargs["params"] = {
-                key: json.dumps(value) if isinstance(value, bool) else value
-                for key, value in renamed.items()
+                **{
+                    key: json.dumps(value) if isinstance(value, bool) else value
+                    for key, value in renamed.items()
+                },
+                # After the model's arguments: an argument can never replace the credential.
+                **credential_params,
             }
         else:
             request_kwargs["json"] = renamed
+            if credential_params:
+                request_kwargs["params"] = credential_params
         try:
             response = await asyncio.wait_for(
                 ssrf_safe_request(
@@ -252,6 +287,7 @@ class ToolExecutor:
                     is_allowed_url=endpoint_allowed,
                     max_redirects=self.max_redirects,
                     max_bytes=self.max_response_bytes,
+                    credential_headers=frozenset(name.lower() for name in headers),
                     **request_kwargs,
                 ),
                 # The per-operation httpx timeout doesn't bound a slow drip; this does.
@@ -271,9 +307,21 @@ class ToolExecutor:
             return self._result(
                 ExecutorCode.SSRF_BLOCKED, started, url, payload, None, "", detail=exc.reason
             )
-        except (EndpointNotAllowed, TooManyRedirects) as exc:
+        except (EndpointNotAllowed, TooManyRedirects, UnparseableURL) as exc:
             return self._result(
                 ExecutorCode.INVALID_ENDPOINT, started, url, payload, None, "", detail=str(exc)
+            )
+        except httpx.InvalidURL as exc:
+            # httpx refusing a URL the checks above let through is still a bad endpoint,
+            # never a crash of the run.
+            return self._result(
+                ExecutorCode.INVALID_ENDPOINT,
+                started,
+                url,
+                payload,
+                None,
+                "",
+                detail=f"unparseable URL: {exc}",
             )
         except ResponseTooLarge as exc:
             return self._result(
@@ -315,15 +363,17 @@ class ToolExecutor:
         content_type: str = "application/json",
         size: int | None = None,
     ) -> ToolCallResult:
+        # A tool credential echoed in a body or an error must reach neither the model
+        # (the observation) nor the trace store.
         return ToolCallResult(
             code=code,
             ok=code == ExecutorCode.OK,
             status_code=status_code,
             endpoint=endpoint,
             request_payload=payload,
-            body=body,
+            body=redact_known_secrets(body),
             response_size=len(body.encode()) if size is None else size,
             latency_ms=int((time.perf_counter() - started) * 1000),
             content_type=content_type,
-            detail=detail,
+            detail=redact_text(detail),
         )

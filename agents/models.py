@@ -10,7 +10,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.endpoints import endpoint_allowed, endpoint_expand_base
+from agents.credentials import ToolAuthInvalid, tool_auth_parse
+from agents.endpoints import endpoint_template_problem
 
 
 class Agent(models.Model):
@@ -25,6 +26,7 @@ class Agent(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        permissions = [("start_run", "Can chat with the assistant and start runs through the API")]
 
     def __str__(self) -> str:
         return self.name
@@ -52,7 +54,10 @@ class Tool(models.Model):
     endpoint_template = models.CharField(
         max_length=500,
         blank=True,
-        help_text="e.g. {sandbox}/orders/{order_id}; {sandbox} is SANDBOX_BASE_URL.",
+        help_text=(
+            "e.g. {sandbox}/orders/{order_id}; {sandbox} is SANDBOX_BASE_URL. Scheme, host "
+            "and port must be fixed; placeholders only in the path or query."
+        ),
     )
     method = models.CharField(max_length=6, choices=Method.choices, default=Method.GET)
     timeout_seconds = models.FloatField(default=3.0)
@@ -64,6 +69,16 @@ class Tool(models.Model):
     )
     adapters = models.JSONField(
         default=list, blank=True, help_text="Semantic-gap adapters enabled for this tool."
+    )
+    auth = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            'Credential by environment-variable name, e.g. {"type": "bearer", "env": '
+            '"SHOP_API_KEY"}, {"type": "header", "name": "X-Api-Key", "env": "SHOP_API_KEY"} '
+            'or {"type": "query", "name": "api_key", "env": "SHOP_API_KEY"}. The secret '
+            "itself stays in the worker's environment."
+        ),
     )
     enabled = models.BooleanField(default=True)
     allowed_agents = models.ManyToManyField(Agent, related_name="tools", blank=True)
@@ -78,16 +93,19 @@ class Tool(models.Model):
         return self.name
 
     def get_absolute_url(self) -> str:
-        return reverse("admin:agents_tool_change", args=[self.pk])
+        return reverse("agents:tool_edit", args=[self.pk])
 
     def clean(self) -> None:
         if self.kind == self.Kind.HTTP:
-            if not self.endpoint_template:
-                raise ValidationError({"endpoint_template": "An HTTP tool needs an endpoint."})
-            if not endpoint_allowed(endpoint_expand_base(self.endpoint_template)):
-                raise ValidationError(
-                    {"endpoint_template": "Endpoint is not on TOOL_ENDPOINT_ALLOWLIST."}
-                )
+            problem = endpoint_template_problem(self.endpoint_template)
+            if problem:
+                raise ValidationError({"endpoint_template": problem})
+        try:
+            auth = tool_auth_parse(self.auth)
+        except ToolAuthInvalid as exc:
+            raise ValidationError({"auth": str(exc)}) from exc
+        if auth is not None and self.kind != self.Kind.HTTP:
+            raise ValidationError({"auth": "Only HTTP tools send credentials."})
         if not isinstance(self.params_schema, dict) or self.params_schema.get("type") != "object":
             raise ValidationError({"params_schema": 'Must be a JSON Schema with "type": "object".'})
         from agents.adapters import ADAPTERS
@@ -109,6 +127,7 @@ class ToolAlert(models.Model):
 
     class Kind(models.TextChoices):
         SUSPENDED = "suspended", "Suspended after timeouts"
+        UNSUSPENDED = "unsuspended", "Suspension lifted by an admin"
 
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="alerts")
     kind = models.CharField(max_length=20, choices=Kind.choices)

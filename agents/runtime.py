@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agents.adapters import validate_arguments
+from agents.customer_text import customer_text_clean
 from agents.executor import (
     ExecutorCode,
     ToolCallResult,
@@ -28,7 +29,8 @@ from agents.executor import (
     ValidatedCall,
     ValidationFailure,
 )
-from agents.intents import answer_unsupported_reason, intent_detect
+from agents.grounding import LookupHistory, answer_judge
+from agents.intents import intent_detect
 from agents.llm.base import LLMClient, LLMError, LLMResponse
 from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
 from agents.observation import observation_reduce
@@ -49,6 +51,7 @@ from agents.prompts import (
     reflection_messages,
 )
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
+from traces.models import Trace
 
 HANDOVER_REPLY = "I'm handing this over to a support colleague, who will get back to you shortly."
 
@@ -169,6 +172,7 @@ class RunOutcome:
     status: str  # finished | fallback | failed
     final_answer: str
     error_type: str = ""
+    outcome: str = ""  # a Trace.Outcome; blank lets trace_finish derive it from the status
 
 
 class StepSink(Protocol):
@@ -205,6 +209,8 @@ class RunMemory:
     repeat_streak: int = 0
     successful_tool_results: int = 0
     observations: list[str] = field(default_factory=list)
+    last_call_error: str = ""
+    latest_call_error: str = ""
     reasoning_calls: int = 0
     step_count: int = 0
     state: RunState = RunState.WAITING_FOR_REASONING
@@ -260,6 +266,10 @@ class RunMemory:
             rnd.status_code = record.status_code
             rnd.error_type = record.error_type
             self.pending = None
+            if record.action_type == "tool":
+                # What the customer's answer may admit to: the latest lookup and how it ended.
+                self.last_call_error = "" if record.ok else record.error_type or "UNKNOWN"
+                self.latest_call_error = self.last_call_error or self.latest_call_error
             if record.details.get("rejected"):
                 self.validation_failure_streak += 1
                 self.state = RunState.WAITING_FOR_REASONING
@@ -280,14 +290,31 @@ class RunMemory:
             self.current_round().reflection = record.response_summary
             self.state = RunState.WAITING_FOR_REASONING
         elif record.phase == Phase.FINAL:
-            self.outcome = RunOutcome("finished", record.response_summary)
+            self.outcome = RunOutcome(
+                record.details.get("status", "finished"),
+                record.response_summary,
+                record.details.get("error_type", ""),
+                record.details.get("outcome", ""),
+            )
             self.state = RunState.FINISHED
         elif record.phase == Phase.FALLBACK:
-            self.outcome = RunOutcome("fallback", record.response_summary, record.error_type)
+            self.outcome = RunOutcome(
+                "fallback", record.response_summary, record.error_type, Trace.Outcome.HANDED_OVER
+            )
             self.state = RunState.FALLBACK
         elif record.phase == Phase.STOPPED:
-            self.outcome = RunOutcome("failed", record.response_summary, record.error_type)
+            self.outcome = RunOutcome(
+                "failed", record.response_summary, record.error_type, Trace.Outcome.FAILED
+            )
             self.state = RunState.FAILED
+
+    def lookups(self) -> LookupHistory:
+        return LookupHistory(
+            observations=self.observations,
+            successful_calls=self.successful_tool_results,
+            last_call_error=self.last_call_error,
+            latest_error=self.latest_call_error,
+        )
 
     def warnings(self, repeat_stop_at: int) -> list[str]:
         if self.repeat_streak >= 2:
@@ -360,6 +387,10 @@ class AgentRun:
         self.memory.state = before
         self._move(then or after)
 
+    def _customer_text(self, text: str) -> str:
+        """Canned replies are configurable text: they get the same guard as answers."""
+        return customer_text_clean(text).text
+
     def _classify(self, event: ErrorEvent) -> str:
         return classify_error(event, self.rules)
 
@@ -402,7 +433,7 @@ class AgentRun:
                     error_detail=(
                         f"{memory.validation_failure_streak} consecutive validation failures"
                     ),
-                    response_summary=self.config.fallback_reply,
+                    response_summary=self._customer_text(self.config.fallback_reply),
                 ),
                 then=RunState.FALLBACK,
             )
@@ -471,17 +502,20 @@ class AgentRun:
         assert step is not None
         rnd = memory.current_round()
         if step.action == FINAL_ANSWER:
-            answer = (step.final_answer or "").strip()
-            reason = (
-                "the final answer is empty"
-                if not answer
-                else answer_unsupported_reason(
-                    query=self.query,
-                    answer=answer,
-                    observations=memory.observations,
-                    successful_tool_results=memory.successful_tool_results,
-                )
+            raw = (step.final_answer or "").strip()
+            # The customer reads this text: internal codes go before the check, so that a
+            # status code in "(404 RESOURCE_NOT_FOUND)" is not taken for a stated number.
+            cleaned = customer_text_clean(raw, observations=memory.observations)
+            answer = cleaned.text
+            verdict = answer_judge(
+                query=self.query,
+                answer=answer,
+                history=memory.lookups(),
+                customer_id=self.customer_id,
             )
+            reason = verdict.reason
+            if raw and not answer:
+                reason = "the final answer holds only internal error text"
             if reason:
                 await self._reject(
                     rnd,
@@ -495,17 +529,27 @@ class AgentRun:
                     ),
                     detail=(
                         f"Final answer rejected: {reason}. Call a tool to get the facts, "
-                        "and state only facts shown in observations."
+                        "and state only facts shown in observations, or ask the customer "
+                        "for what is missing."
                     ),
-                    extra={"rejected_answer": answer[:2000]},
+                    extra={"rejected_answer": raw[:2000]},
                 )
                 return
+            details: dict[str, Any] = {
+                "outcome": verdict.outcome,
+                "status": Trace.OUTCOME_STATUS[Trace.Outcome(verdict.outcome)],
+            }
+            if verdict.error_type:
+                details["error_type"] = verdict.error_type
+            if cleaned.removed:
+                details["removed_from_answer"] = list(cleaned.removed)
             await self._record(
                 StepRecord(
                     phase=Phase.FINAL,
                     round_number=rnd.number,
                     action_type="final_answer",
                     response_summary=answer,
+                    details=details,
                 ),
                 then=RunState.FINISHED,
             )
@@ -808,7 +852,7 @@ class AgentRun:
                     ok=False,
                     error_type=error_type,
                     error_detail="error handler handed the request over to a person",
-                    response_summary=HANDOVER_REPLY,
+                    response_summary=self._customer_text(HANDOVER_REPLY),
                     details={"handover": True},
                 ),
                 then=RunState.FALLBACK,
@@ -884,7 +928,7 @@ class AgentRun:
             ok=False,
             error_type=error_type,
             error_detail=detail,
-            response_summary=self.config.fallback_reply,
+            response_summary=self._customer_text(self.config.fallback_reply),
         )
         # A time limit can strike in any state, so this move bypasses the table.
         await self.sink.write_step(record)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from agents.customer_text import customer_text_clean
 from agents.knowledge import RetrievedDoc, query_words
 from agents.llm.base import ChatMessage, LLMClient, LLMError, LLMResponse
 from agents.llm.schemas import RagDraft, RagGrade
@@ -25,6 +26,7 @@ from agents.parsing import FENCE_PATTERN
 from agents.prompts import rag_draft_messages, rag_grade_messages
 from agents.runtime import Phase, RunOutcome, StepRecord, StepSink
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
+from traces.models import Trace
 
 SearchFn = Callable[[str, int], Awaitable[list[RetrievedDoc]]]
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -233,9 +235,16 @@ class SelfRagRun:
         return grade
 
     async def _final(self, attempt: int, answer: str, *, capped: bool, of: int = 0) -> RunOutcome:
-        details: dict[str, Any] = {"capped": capped}
+        cleaned = customer_text_clean(answer)
+        answer = cleaned.text
+        if not answer:
+            # Nothing left once the internal text is out: nothing to deliver.
+            return await self._fallback(attempt, self.last_error_type)
+        details: dict[str, Any] = {"capped": capped, "outcome": Trace.Outcome.ANSWERED_FROM_DATA}
         if capped:
             details["draft_attempt"] = of
+        if cleaned.removed:
+            details["removed_from_answer"] = list(cleaned.removed)
         await self.sink.write_step(
             StepRecord(
                 phase=Phase.FINAL,
@@ -245,10 +254,11 @@ class SelfRagRun:
                 details=details,
             )
         )
-        return RunOutcome("finished", answer)
+        # A draft graded grounded in retrieved articles is an answer from the shop's data.
+        return RunOutcome("finished", answer, outcome=Trace.Outcome.ANSWERED_FROM_DATA)
 
     async def _fallback(self, attempt: int, error_type: str) -> RunOutcome:
-        reply = self.config.fallback_reply
+        reply = customer_text_clean(self.config.fallback_reply).text
         await self.sink.write_step(
             StepRecord(
                 phase=Phase.FALLBACK,
@@ -260,7 +270,7 @@ class SelfRagRun:
                 details={"capped": True},
             )
         )
-        return RunOutcome("fallback", reply, error_type)
+        return RunOutcome("fallback", reply, error_type, Trace.Outcome.HANDED_OVER)
 
     # --- helpers -----------------------------------------------------------------------
     async def _complete(
@@ -273,7 +283,7 @@ class SelfRagRun:
             error_type = classify_error(
                 ErrorEvent(source="runtime", exception_class="LLM_ERROR", body=detail), self.rules
             )
-            reply = self.config.fallback_reply
+            reply = customer_text_clean(self.config.fallback_reply).text
             await self.sink.write_step(
                 StepRecord(
                     phase=Phase.STOPPED,
@@ -284,7 +294,7 @@ class SelfRagRun:
                     response_summary=reply,
                 )
             )
-            self.outcome = RunOutcome("failed", reply, error_type)
+            self.outcome = RunOutcome("failed", reply, error_type, Trace.Outcome.FAILED)
             raise _Stop from exc
 
     async def _format_failure(

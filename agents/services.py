@@ -10,10 +10,13 @@ from typing import Any
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
+from agents.credentials import ToolAuthInvalid, tool_auth_parse
+from agents.endpoints import endpoint_template_problem
 from agents.executor import ToolExecutor, ToolSnapshot
 from agents.intents import Intent, intent_detect
 from agents.knowledge import kb_asearch
@@ -23,6 +26,7 @@ from agents.policy_runtime import RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
+from agents.signals import tool_admin_changed
 from agents.tool_catalog import SANDBOX_TOOLS
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
@@ -32,6 +36,8 @@ from traces.recorder import RunConflict, TraceRecorder, step_to_record
 logger = logging.getLogger(__name__)
 
 DEFAULT_AGENT_SLUG = "support"
+# Checked by the chat page and POST /api/runs/; run_start itself trusts its caller.
+START_RUN = "agents.start_run"
 
 
 def agent_ensure_default() -> Agent:
@@ -65,6 +71,10 @@ def tools_sync(*, agents: list[Agent] | None = None, overwrite: bool = False) ->
     unless ``overwrite``. New rows are allowed for ``agents``."""
     rows = []
     for definition in [*SANDBOX_TOOLS, *registered_python_tools()]:
+        if definition.kind == Tool.Kind.HTTP:
+            problem = endpoint_template_problem(definition.endpoint)
+            if problem:
+                raise ValidationError(f"tool {definition.name}: {problem}")
         tool, created = Tool.objects.get_or_create(
             name=definition.name, defaults=_tool_defaults(definition)
         )
@@ -93,6 +103,118 @@ def tool_suspend(*, name: str, minutes: int, timeouts: int) -> None:
         details={"timeouts": timeouts, "minutes": minutes},
     )
     logger.warning("tool.suspended", extra={"tool": name, "timeouts": timeouts})
+
+
+# What an admin may edit on the tools page; the rest (adapters, auth, key fields) stays in
+# code and the Django admin.
+TOOL_EDITABLE_FIELDS = (
+    "description",
+    "endpoint_template",
+    "method",
+    "timeout_seconds",
+    "params_schema",
+)
+
+
+def _tool_audit(*, tool: Tool, actor: Any, action: str, details: dict[str, Any]) -> None:
+    """Announce an admin's change: ``reviews`` writes the audit row in this transaction."""
+    tool_admin_changed.send(
+        sender=Tool, actor=actor, action=action, target=tool.name, details=details
+    )
+    logger.info(
+        "tool.admin_changed",
+        extra={"tool": tool.name, "action": action, "actor": getattr(actor, "pk", None)},
+    )
+
+
+@transaction.atomic
+def tool_set_enabled(*, tool_id: int, enabled: bool, actor: Any) -> Tool:
+    """Enable or disable a tool. Runs take their tool snapshots when they start, so the
+    next run started after a disable cannot call the tool (a run already going keeps its
+    snapshot)."""
+    tool = Tool.objects.select_for_update().get(pk=tool_id)
+    if tool.enabled == enabled:
+        return tool
+    tool.enabled = enabled
+    tool.save(update_fields=["enabled", "updated_at"])
+    _tool_audit(
+        tool=tool,
+        actor=actor,
+        action="tool.enable" if enabled else "tool.disable",
+        details={"enabled": enabled},
+    )
+    return tool
+
+
+@transaction.atomic
+def tool_update(
+    *,
+    tool_id: int,
+    actor: Any,
+    description: str,
+    endpoint_template: str,
+    method: str,
+    timeout_seconds: float,
+    params_schema: dict[str, Any],
+    allowed_agents: list[Agent],
+) -> Tool:
+    """Save an admin's edit of a tool after the model's own checks (endpoint allow-list,
+    schema shape, timeout range); raises ``ValidationError`` and saves nothing otherwise."""
+    tool = Tool.objects.select_for_update().get(pk=tool_id)
+    values = {
+        "description": description,
+        "endpoint_template": endpoint_template,
+        "method": method,
+        "timeout_seconds": timeout_seconds,
+        "params_schema": params_schema,
+    }
+    changed = [name for name in TOOL_EDITABLE_FIELDS if getattr(tool, name) != values[name]]
+    for name in changed:
+        setattr(tool, name, values[name])
+    tool.full_clean()
+    if changed:
+        tool.save(update_fields=[*changed, "updated_at"])
+    before = set(tool.allowed_agents.values_list("slug", flat=True))
+    after = {agent.slug for agent in allowed_agents}
+    if before != after:
+        tool.allowed_agents.set(allowed_agents)
+    if changed or before != after:
+        details: dict[str, Any] = {"fields": changed}
+        if before != after:
+            details["agents_added"] = sorted(after - before)
+            details["agents_removed"] = sorted(before - after)
+        _tool_audit(tool=tool, actor=actor, action="tool.update", details=details)
+    return tool
+
+
+@transaction.atomic
+def tool_unsuspend(*, tool_id: int, actor: Any) -> Tool:
+    """Lift a timeout suspension by hand: clear ``suspended_until``, acknowledge the open
+    suspension alerts and write an alert row saying who lifted it."""
+    tool = Tool.objects.select_for_update().get(pk=tool_id)
+    if tool.suspended_until is None:
+        return tool
+    was_until = tool.suspended_until
+    tool.suspended_until = None
+    tool.save(update_fields=["suspended_until", "updated_at"])
+    actor_id = getattr(actor, "pk", None)
+    tool.alerts.filter(kind=ToolAlert.Kind.SUSPENDED, acknowledged_by__isnull=True).update(
+        acknowledged_by_id=actor_id
+    )
+    ToolAlert.objects.create(
+        tool=tool,
+        kind=ToolAlert.Kind.UNSUSPENDED,
+        message=f"{tool.name} suspension lifted by {getattr(actor, 'username', 'the system')}.",
+        details={"suspended_until": was_until.isoformat()},
+        acknowledged_by_id=actor_id,
+    )
+    _tool_audit(
+        tool=tool,
+        actor=actor,
+        action="tool.unsuspend",
+        details={"suspended_until": was_until.isoformat()},
+    )
+    return tool
 
 
 def run_start(
@@ -124,11 +246,22 @@ def run_start(
 
 
 def run_enqueue(*, trace_id: str) -> None:
-    """Hand the run to Celery, or to this process's event loop in the embedded shape."""
+    """Hand the run to Celery, or to this process's event loop in the embedded shape.
+
+    With the broker unreachable the run stays stored as queued and accepted: the stuck-run
+    sweeper hands it over once the broker is back, so the caller does not fail.
+    """
     if settings.AGENT_EXECUTOR == "celery":
+        from kombu.exceptions import OperationalError
+
         from agents.tasks import run_agent
 
-        run_agent.delay(trace_id)
+        try:
+            run_agent.delay(trace_id)
+        except OperationalError as exc:
+            logger.warning(
+                "run.enqueue_failed", extra={"trace_id": trace_id, "error": type(exc).__name__}
+            )
     else:
         from agents.loop_runner import loop_runner
 
@@ -165,9 +298,18 @@ def tool_snapshots(*, agent_id: int) -> dict[str, ToolSnapshot]:
             query_map=dict(tool.query_map or {}),
             adapters=tuple(tool.adapters or ()),
             suspended=tool.is_suspended(now),
+            **_snapshot_auth(tool),
         )
         for tool in Tool.objects.filter(enabled=True, allowed_agents__id=agent_id)
     }
+
+
+def _snapshot_auth(tool: Tool) -> dict[str, Any]:
+    # A row edited past clean() (a queryset update) fails its calls, not the whole run.
+    try:
+        return {"auth": tool_auth_parse(tool.auth)}
+    except ToolAuthInvalid as exc:
+        return {"auth_error": f"the tool's auth setting is invalid: {exc}"}
 
 
 def _load_run(trace_id: str) -> tuple[Trace, dict[str, ToolSnapshot], list[Step]] | None:
@@ -247,6 +389,7 @@ async def run_execute(
         status=outcome.status,
         final_answer=outcome.final_answer,
         error_type=outcome.error_type,
+        outcome=outcome.outcome,
     )
     if reflect:
         from policies.services import run_ended

@@ -48,6 +48,7 @@ IPV4_NUMBER_PATTERN = re.compile(r"^(0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*)$")
 # Headers that authenticate to the original host and must not follow a cross-origin hop.
 CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 BODY_KWARGS = ("content", "data", "files", "json")
+INVALID_LOCATION_PREFIX = "Invalid URL in location header"
 
 
 class SSRFBlocked(Exception):
@@ -64,6 +65,15 @@ class EndpointNotAllowed(Exception):
     def __init__(self, url: str) -> None:
         super().__init__(f"endpoint not in the allow-list: {url}")
         self.url = url
+
+
+class UnparseableURL(Exception):
+    """The URL (the first one or a redirect's Location) cannot be parsed."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"unparseable URL {url!r}: {reason}")
+        self.url = url
+        self.reason = reason
 
 
 class TooManyRedirects(Exception):
@@ -170,23 +180,30 @@ async def ssrf_safe_request(
     max_redirects: int = 3,
     max_bytes: int,
     resolver: Resolver = socket.getaddrinfo,
+    credential_headers: frozenset[str] = frozenset(),
     **request_kwargs: Any,
 ) -> SafeResponse:
     """Send a request, following redirects by hand so that every hop is checked.
 
-    Each URL (the first and every redirect target) must pass ``is_allowed_url``
-    (else ``EndpointNotAllowed``) and ``ssrf_check_url`` (else ``SSRFBlocked``). The body is
-    streamed and abandoned once it exceeds ``max_bytes`` (``ResponseTooLarge``). httpx
-    transport errors and timeouts propagate unchanged.
+    Each URL (the first and every redirect target) must parse (else ``UnparseableURL``),
+    pass ``is_allowed_url`` (else ``EndpointNotAllowed``) and ``ssrf_check_url`` (else
+    ``SSRFBlocked``). Authorization, cookies and the ``credential_headers`` (lower-case
+    names) are dropped on a hop to another origin. The body is streamed and abandoned once
+    it exceeds ``max_bytes`` (``ResponseTooLarge``). httpx transport errors and timeouts
+    propagate unchanged.
     """
-    current_url = httpx.URL(url)
+    current_url = _parse_url(url)
     current_method = method.upper()
+    dropped_headers = (*CREDENTIAL_HEADERS, *sorted(credential_headers))
     kwargs = dict(request_kwargs)
     kwargs.pop("follow_redirects", None)
     original_origin: tuple[str, bytes, int | None] | None = None
 
     for redirects in range(max_redirects + 1):
-        request = client.build_request(current_method, current_url, **kwargs)
+        try:
+            request = client.build_request(current_method, current_url, **kwargs)
+        except (httpx.InvalidURL, TypeError, ValueError, UnicodeError) as exc:
+            raise UnparseableURL(str(current_url), str(exc)) from exc
         # Check the URL actually sent: the client's base_url and params are merged in by now.
         await _check_hop(
             str(request.url),
@@ -197,15 +214,22 @@ async def ssrf_safe_request(
         if original_origin is None:
             original_origin = _origin(request.url)
         elif _origin(request.url) != original_origin:
-            for header in CREDENTIAL_HEADERS:
+            for header in dropped_headers:
                 request.headers.pop(header, None)
-        response = await client.send(request, stream=True, follow_redirects=False)
+        try:
+            response = await client.send(request, stream=True, follow_redirects=False)
+        except httpx.RemoteProtocolError as exc:
+            # httpx parses the Location of every redirect even when not following it, and
+            # reports a bad one as a protocol error; it is a bad endpoint, not a dead host.
+            if str(exc).startswith(INVALID_LOCATION_PREFIX):
+                raise UnparseableURL(str(request.url), str(exc)) from exc
+            raise
         try:
             location = response.headers.get("location")
             if response.status_code in REDIRECT_STATUSES and location:
                 if redirects == max_redirects:
                     raise TooManyRedirects(f"more than {max_redirects} redirects starting at {url}")
-                current_url = request.url.join(location)
+                current_url = _join_location(request.url, location)
                 current_method = _redirect_method(current_method, response.status_code)
                 # The Location URL is complete; re-applying the query params would corrupt it.
                 kwargs.pop("params", None)
@@ -225,6 +249,24 @@ async def ssrf_safe_request(
             await response.aclose()
     # The loop either returns or raises on its last iteration.
     raise AssertionError("unreachable")
+
+
+def _parse_url(url: str) -> httpx.URL:
+    try:
+        return httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError, UnicodeError) as exc:
+        raise UnparseableURL(url, str(exc)) from exc
+
+
+def _join_location(base: httpx.URL, location: str) -> httpx.URL:
+    try:
+        joined = base.join(location)
+        # Touching the host and port validates them, as sending would.
+        joined.raw_host.decode("ascii")
+        _ = joined.port
+    except (httpx.InvalidURL, TypeError, ValueError, UnicodeError) as exc:
+        raise UnparseableURL(location, str(exc)) from exc
+    return joined
 
 
 async def _check_hop(

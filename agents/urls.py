@@ -9,4 +9,7 @@ urlpatterns = [
     path("conversations/new/", views.conversation_new, name="conversation-new"),
     path("conversations/<str:session_id>/", views.conversation_open, name="conversation"),
     path("runs/<uuid:trace_id>/handover/", views.run_handover, name="handover"),
+    path("tools/", views.tool_list, name="tools"),
+    path("tools/<int:tool_id>/", views.tool_edit, name="tool_edit"),
+    path("tools/<int:tool_id>/<slug:action>/", views.tool_action, name="tool_action"),
 ]

@@ -1,10 +1,10 @@
 """ASGI entry point (daphne). HTTP goes through Django; Channels routes the protocols."""
 
-import os
-
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+from config.shape import settings_select
+
+settings_select()
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

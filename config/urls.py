@@ -1,8 +1,10 @@
 """Root URL configuration."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from config.api_urls import api_not_found
 
 urlpatterns = [
     path("", include("agents.urls")),
@@ -13,5 +15,9 @@ urlpatterns = [
     path("api/", include("config.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    re_path(r"^api/", api_not_found),
     path("sandbox/api/", include("sandbox.urls")),
 ]
+
+handler404 = "config.errors.page_not_found"
+handler500 = "config.errors.server_error"

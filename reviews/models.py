@@ -62,6 +62,7 @@ class ReviewItem(models.Model):
 
     class Meta:
         ordering = ["status", "-created_at"]
+        permissions = [("review_strategies", "Can approve and reject proposed strategies")]
 
     def __str__(self) -> str:
         return f"review {self.reason} [{self.status}]"

@@ -6,19 +6,23 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from policies.selectors import source_traces_prefetch
 from reviews.models import ReviewItem
-from traces.selectors import user_sees_all_traces
+
+REVIEW_STRATEGIES = "reviews.review_strategies"
 
 
 def user_can_review(user: Any) -> bool:
     """Ops staff and admins decide on strategies; support agents do not."""
-    return user_sees_all_traces(user)
+    return bool(user.has_perm(REVIEW_STRATEGIES))
 
 
 def review_items_open() -> QuerySet[ReviewItem]:
     return (
         ReviewItem.objects.filter(status=ReviewItem.Status.OPEN)
         .select_related("strategy", "locked_by", "trace")
+        # The evidence links, in one query however many items are open.
+        .prefetch_related(source_traces_prefetch(lookup="strategy__source_traces"))
         .order_by("created_at")
     )
 

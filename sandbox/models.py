@@ -282,6 +282,7 @@ class FaultRule(models.Model):
 
     class Meta:
         ordering = ["endpoint"]
+        permissions = [("inject_faults", "Can set and clear faults through the fault API")]
 
     def __str__(self) -> str:
         return f"faults on {self.endpoint}" + ("" if self.enabled else " (disabled)")

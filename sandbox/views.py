@@ -3,6 +3,7 @@
 import base64
 import binascii
 import json
+import math
 import re
 from collections.abc import Callable
 from decimal import Decimal
@@ -67,7 +68,11 @@ View = Callable[..., HttpResponse]
 
 
 def allow_methods(*methods: str) -> Callable[[View], View]:
-    """Like ``require_http_methods`` but answers 405 in the API's JSON error shape."""
+    """Like ``require_http_methods`` but answers 405 in the API's JSON error shape.
+
+    It also refuses a NUL character anywhere in the path or query: no id or search text can
+    contain one, and PostgreSQL fails on it instead of finding nothing.
+    """
 
     def decorator(view: View) -> View:
         @wraps(view)
@@ -78,6 +83,9 @@ def allow_methods(*methods: str) -> Callable[[View], View]:
                 )
                 response["Allow"] = ", ".join(methods)
                 return response
+            query = [text for key, values in request.GET.lists() for text in (key, *values)]
+            if any("\x00" in text for text in (request.path, *query)):
+                return _error(400, "invalid_parameter", "NUL characters are not allowed")
             return view(request, *args, **kwargs)
 
         return wrapped
@@ -86,6 +94,61 @@ def allow_methods(*methods: str) -> Callable[[View], View]:
 
 
 # --- parameter parsing -------------------------------------------------------------------
+
+
+def _refuse_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unstorable_text(text: str) -> bool:
+    """PostgreSQL text cannot hold NUL, nor UTF-8 a lone surrogate (JSON's "\\ud800")."""
+    return "\x00" in text or _LONE_SURROGATE.search(text) is not None
+
+
+def _unstorable_strings(data: Any) -> bool:
+    pending = [data]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str) and _unstorable_text(value):
+            return True
+        if isinstance(value, dict):
+            pending.extend([*value.keys(), *value.values()])
+        elif isinstance(value, list):
+            pending.extend(value)
+    return False
+
+
+def _json_body(request: HttpRequest, *, empty: bytes) -> Any | JsonResponse:
+    """The request body as JSON, or a 400 in the API's error shape.
+
+    Python's parser takes NaN and Infinity (and turns 1e999 into inf), which no JSON client
+    sends and no rate or duration can be, and raises RecursionError on deep nesting.
+    """
+    try:
+        body = json.loads(
+            request.body or empty,
+            parse_constant=_refuse_json_constant,
+            parse_float=_finite_float,
+        )
+    except RecursionError:
+        return _error(400, "invalid_json", "request body is nested too deeply")
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError included
+        return _error(400, "invalid_json", f"request body must be a JSON object: {exc}")
+    if _unstorable_strings(body):
+        return _error(
+            400, "invalid_parameter", "strings must not contain NUL characters or lone surrogates"
+        )
+    return body
 
 
 def _limit_param(request: HttpRequest, *, default: int, maximum: int) -> int | JsonResponse:
@@ -385,10 +448,9 @@ def return_status(request: HttpRequest, order_id: str) -> HttpResponse:
 @allow_methods("POST")
 @inject_faults("returns_create")
 def return_create(request: HttpRequest) -> HttpResponse:
-    try:
-        body = json.loads(request.body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _error(400, "invalid_json", "request body must be a JSON object")
+    body = _json_body(request, empty=b"null")
+    if isinstance(body, JsonResponse):
+        return body
     if not isinstance(body, dict):
         return _type_mismatch("body", "object", "request body must be a JSON object")
     for field in ("order_id", "reason"):
@@ -479,8 +541,15 @@ class _CsrfCheck(CsrfViewMiddleware):
         return reason
 
 
-def _staff_or_error(request: HttpRequest) -> JsonResponse | None:
-    """Allow staff via HTTP Basic, or via the session (then with the usual CSRF check)."""
+# Declared on FaultRule.Meta; the project's roles hand it to ops and admins. Being staff
+# is not enough: faults break every agent's tool calls and feed the learning loop.
+INJECT_FAULTS = "sandbox.inject_faults"
+_NEEDS_PERMISSION = f"the {INJECT_FAULTS} permission is required"
+
+
+def _fault_injector_or_error(request: HttpRequest) -> JsonResponse | None:
+    """Allow holders of the inject-faults permission via HTTP Basic, or via the session
+    (then with the usual CSRF check)."""
     header = request.headers.get("Authorization", "")
     if header.lower().startswith("basic "):
         try:
@@ -489,11 +558,11 @@ def _staff_or_error(request: HttpRequest) -> JsonResponse | None:
         except (binascii.Error, UnicodeDecodeError):
             return _error(403, "forbidden", "malformed Basic credentials")
         user = authenticate(request, username=username, password=password)
-        if user is None or not user.is_staff:
-            return _error(403, "forbidden", "staff credentials required")
+        if user is None or not user.has_perm(INJECT_FAULTS):
+            return _error(403, "forbidden", _NEEDS_PERMISSION)
         return None
-    if not (request.user.is_authenticated and request.user.is_staff):
-        return _error(403, "forbidden", "staff credentials required")
+    if not request.user.has_perm(INJECT_FAULTS):
+        return _error(403, "forbidden", _NEEDS_PERMISSION)
     if request.method not in SAFE_METHODS:
         check = _CsrfCheck(lambda _request: HttpResponse())
         check.process_request(request)
@@ -501,6 +570,35 @@ def _staff_or_error(request: HttpRequest) -> JsonResponse | None:
         if reason:
             return _error(403, "forbidden", f"CSRF check failed: {reason}")
     return None
+
+
+# The JSON type of each settable field. Checked before the model sees the value, because
+# the model coerces (1.5 -> 1, 1 -> True) or skips blank values (null, [] in a CharField)
+# that the database then refuses.
+_FAULTRULE_FIELD_TYPES = {
+    "enabled": "boolean",
+    **dict.fromkeys(FaultRule.RATE_FIELDS, "number"),
+    "timeout_seconds": "number",
+    "slow_ms": "integer",
+    "seed": "integer",
+    "drift": "string",
+    "drift_from": "string",
+    "drift_to": "string",
+}
+_ARTICLE = {"boolean": "a", "number": "a", "integer": "an", "string": "a"}
+
+
+def _has_json_type(value: Any, expected: str) -> bool:
+    # bool is an int subclass; True must not silently become a rate of 1.0.
+    if isinstance(value, bool):
+        return expected == "boolean"
+    if expected == "number":
+        return isinstance(value, int | float)
+    if expected == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if expected == "string":
+        return isinstance(value, str)
+    return False
 
 
 def _faultrule_payload(rule: FaultRule) -> dict[str, Any]:
@@ -531,7 +629,7 @@ def _validation_error(error: ValidationError) -> JsonResponse:
 @csrf_exempt
 @allow_methods("GET")
 def faultrule_index(request: HttpRequest) -> HttpResponse:
-    denied = _staff_or_error(request)
+    denied = _fault_injector_or_error(request)
     if denied is not None:
         return denied
     return JsonResponse(
@@ -545,7 +643,7 @@ def faultrule_index(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 @allow_methods("GET", "PUT", "PATCH", "DELETE")
 def faultrule_detail(request: HttpRequest, endpoint: str) -> HttpResponse:
-    denied = _staff_or_error(request)
+    denied = _fault_injector_or_error(request)
     if denied is not None:
         return denied
     if endpoint not in FaultRule.Endpoint.values:
@@ -559,20 +657,19 @@ def faultrule_detail(request: HttpRequest, endpoint: str) -> HttpResponse:
     if request.method == "DELETE":
         deleted = services.faultrule_clear(endpoint=endpoint)
         return JsonResponse({"endpoint": endpoint, "deleted": deleted > 0})
-    try:
-        body = json.loads(request.body or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _error(400, "invalid_json", "request body must be a JSON object")
+    body = _json_body(request, empty=b"{}")
+    if isinstance(body, JsonResponse):
+        return body
     if not isinstance(body, dict):
         return _type_mismatch("body", "object", "request body must be a JSON object")
     body.pop("endpoint", None)
     unknown = sorted(set(body) - services.FAULTRULE_SETTABLE_FIELDS)
     if unknown:
         return _validation_error(ValidationError({name: "unknown field" for name in unknown}))
-    # bool is an int subclass; True must not silently become a rate of 1.0.
-    for name in (*FaultRule.RATE_FIELDS, "timeout_seconds", "slow_ms", "seed"):
-        if isinstance(body.get(name), bool | str):
-            return _type_mismatch(name, "number", f"{name} must be a number")
+    for name, value in body.items():
+        expected = _FAULTRULE_FIELD_TYPES[name]
+        if not (value is None and name == "seed") and not _has_json_type(value, expected):
+            return _type_mismatch(name, expected, f"{name} must be {_ARTICLE[expected]} {expected}")
     try:
         rule = services.faultrule_set(endpoint=endpoint, replace=request.method == "PUT", **body)
     except ValidationError as error:

@@ -57,10 +57,42 @@ def live_sandbox(live_server: Any, settings: Any) -> str:
 
 
 @pytest.fixture
-def staff_user(db: None, django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user(
-        username="staff", password="pw-staff-123", is_staff=True
+def roles(db: None) -> None:
+    """The role groups (a transactional test may have flushed the migration's rows)."""
+    from reviews.roles import roles_sync
+
+    roles_sync()
+
+
+def _role_member(django_user_model: Any, username: str, role: str, **flags: bool) -> Any:
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user(
+        username=username, password=f"pw-{username}-123", **flags
     )
+    user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def support_user(roles: None, django_user_model: Any) -> Any:
+    return _role_member(django_user_model, "sam", "support")
+
+
+@pytest.fixture
+def support_user2(roles: None, django_user_model: Any) -> Any:
+    return _role_member(django_user_model, "sue", "support")
+
+
+@pytest.fixture
+def ops_user(roles: None, django_user_model: Any) -> Any:
+    return _role_member(django_user_model, "olga", "ops")
+
+
+@pytest.fixture
+def admin_role_user(roles: None, django_user_model: Any) -> Any:
+    """Like the demo admin: superuser and staff, the only role that opens /admin/."""
+    return _role_member(django_user_model, "ada", "admin", is_staff=True, is_superuser=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

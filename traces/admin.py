@@ -29,13 +29,14 @@ class TraceAdmin(admin.ModelAdmin):
         "created_at",
         "agent",
         "status",
+        "outcome",
         "error_type",
         "llm_backend",
         "total_steps",
         "total_latency_ms",
         "query",
     ]
-    list_filter = ["status", "error_type", "llm_backend", "agent", "source"]
+    list_filter = ["status", "outcome", "error_type", "llm_backend", "agent", "source"]
     search_fields = ["id", "query", "customer_id", "session_id", "query_hash"]
     date_hierarchy = "created_at"
     readonly_fields = [f.name for f in Trace._meta.fields]

@@ -139,6 +139,13 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
     ),
     _rule(53, "In-process tool raised", E, T.INTERNAL_SERVER_ERROR, exception_class="TOOL_ERROR"),
     _rule(
+        54,
+        "Tool credential not configured",
+        E,
+        T.UNAUTHORIZED,
+        exception_class="CREDENTIAL_MISSING",
+    ),
+    _rule(
         60,
         "4xx naming a type mismatch",
         H,

@@ -44,7 +44,24 @@ class Trace(models.Model):
         FALLBACK = "fallback"
         FAILED = "failed"
 
+    class Outcome(models.TextChoices):
+        """How the run ended for the customer; blank until it ends."""
+
+        ANSWERED_FROM_DATA = "answered_from_data", "Answered from data"
+        ANSWERED_WITHOUT_DATA = "answered_without_data", "Answered without needing data"
+        ASKED_CUSTOMER = "asked_customer", "Asked the customer for information"
+        HANDED_OVER = "handed_over", "Handed over"
+        FAILED = "failed", "Failed"
+
     TERMINAL_STATUSES = (Status.FINISHED, Status.FALLBACK, Status.FAILED)
+    # The status each outcome implies: only an answer or a question is a success.
+    OUTCOME_STATUS = {
+        Outcome.ANSWERED_FROM_DATA: Status.FINISHED,
+        Outcome.ANSWERED_WITHOUT_DATA: Status.FINISHED,
+        Outcome.ASKED_CUSTOMER: Status.FINISHED,
+        Outcome.HANDED_OVER: Status.FALLBACK,
+        Outcome.FAILED: Status.FAILED,
+    }
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     query = models.TextField()
@@ -68,6 +85,7 @@ class Trace(models.Model):
         max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True
     )
     error_type = models.CharField(max_length=40, choices=ErrorType.choices, blank=True)
+    outcome = models.CharField(max_length=24, choices=Outcome.choices, blank=True)
     final_answer = models.TextField(blank=True)
     total_steps = models.PositiveIntegerField(default=0)
     total_latency_ms = models.PositiveIntegerField(default=0)
@@ -89,7 +107,12 @@ class Trace(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "created_at"], name="trace_status_time")]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="trace_status_time"),
+            models.Index(fields=["outcome", "created_at"], name="trace_outcome_time"),
+        ]
+        # Without it a user sees only the runs they started.
+        permissions = [("view_all_traces", "Can view every user's traces and steps")]
 
     def __str__(self) -> str:
         return f"{self.id} [{self.status}] {self.query[:60]}"

@@ -17,14 +17,39 @@ from django.utils import timezone
 from agents.runtime import StepRecord
 from traces.live import steps_publish
 from traces.models import Step
+from traces.redaction import redact_text, redact_value
 
 logger = logging.getLogger(__name__)
 
 _RECORD_FIELDS = {f.name for f in fields(StepRecord)}
+# Every field that can carry model output, tool input or output, or an error body.
+_REDACTED_TEXT_FIELDS = ("thought", "endpoint", "error_detail", "response_summary")
+_REDACTED_JSON_FIELDS = (
+    "action_input",
+    "request_payload",
+    "adapters_fired",
+    "strategies_applied",
+    "details",
+)
+ENDPOINT_MAX_LENGTH = 500
 
 
 class RunConflict(Exception):
     """Another worker is writing this trace's steps: this delivery must stand down."""
+
+
+def step_data_redact(data: dict[str, Any]) -> dict[str, Any]:
+    """A Step's field values with secret-looking values redacted, ready to store."""
+    redacted = dict(data)
+    for name in _REDACTED_TEXT_FIELDS:
+        if redacted.get(name):
+            redacted[name] = redact_text(str(redacted[name]))
+    for name in _REDACTED_JSON_FIELDS:
+        if redacted.get(name):
+            redacted[name] = redact_value(redacted[name])
+    if redacted.get("endpoint"):
+        redacted["endpoint"] = redacted["endpoint"][:ENDPOINT_MAX_LENGTH]
+    return redacted
 
 
 def step_to_record(step: Step) -> StepRecord:
@@ -131,7 +156,7 @@ class TraceRecorder:
         self.on_step: Any = None  # optional callback(Step) for live output
 
     async def write_step(self, record: StepRecord) -> None:
-        data = asdict(record)
+        data = step_data_redact(asdict(record))
         data["cost_usd"] = Decimal(str(round(record.cost_usd, 6)))
         now = timezone.now()
         number = self.next_step_number
@@ -180,8 +205,8 @@ class TraceRecorder:
                 ToolResultCache(
                     signature=signature,
                     tool_name=tool_name,
-                    arguments=arguments,
-                    body=body[:100_000],
+                    arguments=redact_value(arguments),
+                    body=redact_text(body[:100_000]),
                 )
             ],
             update_conflicts=True,

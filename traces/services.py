@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from traces.live import status_publish_on_commit, step_publish_on_commit
 from traces.models import Feedback, Step, Trace
+from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ def trace_create(
     created_by_id: int | None = None,
     source: str = "api",
 ) -> Trace:
+    # A customer may paste a card number or a password; the run never needs it verbatim.
+    query = redact_text(query)
     trace = Trace(
         agent_id=agent_id,
         query=query,
@@ -69,8 +72,34 @@ def trace_mark_running(*, trace_id: str) -> bool:
     return True
 
 
-def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: str = "") -> Trace:
-    """Set the terminal status and the totals computed from the trace's steps."""
+def _outcome_for_status(status: str, tool_successes: int) -> str:
+    """The outcome of a run whose runtime did not say (a crash, an older runtime)."""
+    if status == Trace.Status.FALLBACK:
+        return Trace.Outcome.HANDED_OVER
+    if status == Trace.Status.FAILED:
+        return Trace.Outcome.FAILED
+    if tool_successes:
+        return Trace.Outcome.ANSWERED_FROM_DATA
+    return Trace.Outcome.ANSWERED_WITHOUT_DATA
+
+
+def trace_finish(
+    *, trace_id: str, status: str, final_answer: str, error_type: str = "", outcome: str = ""
+) -> Trace:
+    """Set the terminal status, the outcome and the totals computed from the trace's steps.
+
+    The outcome decides the status (``Trace.OUTCOME_STATUS``): a run that ends by telling
+    the customer a lookup failed is ``failed`` even though the model wrote a final answer.
+    Without an outcome, one is derived from the status and the steps.
+    """
+    if outcome:
+        implied = Trace.OUTCOME_STATUS[Trace.Outcome(outcome)]
+        if implied != status:
+            logger.warning(
+                "trace.status_follows_outcome",
+                extra={"trace_id": str(trace_id), "status": status, "outcome": outcome},
+            )
+        status = implied
     with transaction.atomic():
         trace = Trace.objects.select_for_update().get(pk=trace_id)
         if trace.is_terminal:
@@ -82,9 +111,14 @@ def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: s
             completion=Sum("completion_tokens"),
             cost=Sum("cost_usd"),
             failed=Count("id", filter=Q(ok=False)),
+            tool_successes=Count(
+                "id",
+                filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL, ok=True),
+            ),
         )
         trace.status = status
-        trace.final_answer = final_answer
+        trace.outcome = outcome or _outcome_for_status(status, totals["tool_successes"])
+        trace.final_answer = redact_text(final_answer)
         trace.error_type = error_type
         trace.total_steps = totals["steps"] or 0
         trace.total_latency_ms = totals["latency"] or 0
@@ -94,6 +128,7 @@ def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: s
         trace.save(
             update_fields=[
                 "status",
+                "outcome",
                 "final_answer",
                 "error_type",
                 "total_steps",
@@ -106,7 +141,12 @@ def trace_finish(*, trace_id: str, status: str, final_answer: str, error_type: s
         status_publish_on_commit(trace_id=trace_id, status=status)
     logger.info(
         "trace.finished",
-        extra={"trace_id": str(trace_id), "status": status, "error_type": error_type},
+        extra={
+            "trace_id": str(trace_id),
+            "status": status,
+            "outcome": trace.outcome,
+            "error_type": error_type,
+        },
     )
     return trace
 
@@ -124,12 +164,16 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
             phase=Step.Phase.STOPPED,
             ok=False,
             error_type=error_type,
-            error_detail=detail[:2000],
+            error_detail=redact_text(detail)[:2000],
             started_at=timezone.now(),
         )
         step_publish_on_commit(step=step)
     return trace_finish(
-        trace_id=trace_id, status=Trace.Status.FAILED, final_answer="", error_type=error_type
+        trace_id=trace_id,
+        status=Trace.Status.FAILED,
+        final_answer="",
+        error_type=error_type,
+        outcome=Trace.Outcome.FAILED,
     )
 
 

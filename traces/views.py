@@ -10,7 +10,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from traces.models import ErrorType, Trace
-from traces.selectors import run_for_chat, runs_for_chat, traces_visible_to
+from traces.selectors import (
+    TEXT_FILTER_MAX_LENGTH,
+    run_for_chat,
+    runs_for_chat,
+    strategy_ids_applied,
+    trace_timeline,
+    traces_matching_text,
+    traces_visible_to,
+)
 
 
 @login_required
@@ -18,19 +26,27 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     qs = traces_visible_to(user=request.user)
     status = request.GET.get("status", "")
     error_type = request.GET.get("error_type", "")
+    outcome = request.GET.get("outcome", "")
     if status in Trace.Status.values:
         qs = qs.filter(status=status)
+    if outcome in Trace.Outcome.values:
+        qs = qs.filter(outcome=outcome)
     if error_type in ErrorType.values:
         qs = qs.filter(error_type=error_type)
     qs = qs.annotate(failed_steps=Count("steps", filter=Q(steps__ok=False)))
+    text = request.GET.get("q", "").strip()[:TEXT_FILTER_MAX_LENGTH]
+    qs = traces_matching_text(qs, text=text)
     page = Paginator(qs.order_by("-created_at"), 50).get_page(request.GET.get("page"))
     return render(
         request,
         "traces/trace_list.html",
         {
+            "q": text,
             "page": page,
             "status": status,
             "error_type": error_type,
+            "outcome": outcome,
+            "outcomes": Trace.Outcome.choices,
             "statuses": Trace.Status.values,
             "error_types": ErrorType.values,
         },
@@ -40,7 +56,12 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
-    return render(request, "traces/trace_detail.html", {"trace": trace, "steps": trace.steps.all()})
+    timeline = trace_timeline(trace=trace)
+    return render(
+        request,
+        "traces/trace_detail.html",
+        {"trace": trace, "timeline": timeline, "applied_ids": strategy_ids_applied(timeline)},
+    )
 
 
 @login_required

@@ -1,10 +1,16 @@
+from django.urls import reverse
 from rest_framework import serializers
 
 from agents.models import Agent
+from agents.query_validation import validate_query_length, validate_query_not_blank
+from traces.api.serializers import TraceSerializer
+from traces.models import Trace
 
 
 class RunCreateSerializer(serializers.Serializer):
-    query = serializers.CharField(max_length=4000, trim_whitespace=True)
+    query = serializers.CharField(
+        trim_whitespace=True, validators=[validate_query_not_blank, validate_query_length]
+    )
     agent = serializers.SlugRelatedField(
         slug_field="slug",
         queryset=Agent.objects.filter(is_active=True),
@@ -13,3 +19,16 @@ class RunCreateSerializer(serializers.Serializer):
     )
     customer_id = serializers.RegexField(r"^[A-Za-z0-9_-]{0,64}$", required=False, default="")
     session_id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{0,64}$", required=False, default="")
+
+
+class RunAcceptedSerializer(TraceSerializer):
+    """The queued trace, with the URL to follow it at."""
+
+    url = serializers.SerializerMethodField(help_text="Where to follow the run.")
+
+    class Meta(TraceSerializer.Meta):
+        fields = [*TraceSerializer.Meta.fields, "url"]
+        read_only_fields = fields
+
+    def get_url(self, trace: Trace) -> str:
+        return self.context["request"].build_absolute_uri(reverse("trace-detail", args=[trace.pk]))

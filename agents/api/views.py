@@ -4,17 +4,32 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.api.serializers import RunCreateSerializer
-from agents.services import agent_ensure_default, run_start
-from traces.api.serializers import TraceSerializer
+from agents.api.serializers import RunAcceptedSerializer, RunCreateSerializer
+from agents.services import START_RUN, agent_ensure_default, run_start
+from traces.api.schema import AUTH_ERRORS, BAD_REQUEST, UNSUPPORTED_MEDIA_TYPE
+
+
+class CanStartRuns(permissions.BasePermission):
+    message = "Starting runs needs the agents.start_run permission (support, ops or admin role)."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return bool(request.user.has_perm(START_RUN))
 
 
 class RunCreateView(APIView):
     """Start an agent run: stored as queued, executed by a worker after commit."""
 
-    permission_classes = [permissions.IsAuthenticated]
+    permission_classes = [permissions.IsAuthenticated, CanStartRuns]
 
-    @extend_schema(request=RunCreateSerializer, responses={202: TraceSerializer})
+    @extend_schema(
+        request=RunCreateSerializer,
+        responses={
+            202: RunAcceptedSerializer,
+            400: BAD_REQUEST,
+            415: UNSUPPORTED_MEDIA_TYPE,
+            **AUTH_ERRORS,
+        },
+    )
     def post(self, request: Request) -> Response:
         serializer = RunCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -27,6 +42,5 @@ class RunCreateView(APIView):
             user_id=request.user.pk,
             source="api",
         )
-        body = TraceSerializer(trace).data
-        body["url"] = request.build_absolute_uri(f"/api/traces/{trace.pk}/")
+        body = RunAcceptedSerializer(trace, context={"request": request}).data
         return Response(body, status=status.HTTP_202_ACCEPTED)

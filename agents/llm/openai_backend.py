@@ -16,11 +16,14 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
 from agents.llm.base import ChatMessage, LLMError, LLMResponse, LLMUsage
+from traces.redaction import redact_text, secret_register
 
 logger = logging.getLogger(__name__)
 
 BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_CAP_SECONDS = 8.0
+# An error body can be a proxy's whole HTML page; the start says what went wrong.
+ERROR_TEXT_MAX_CHARS = 1000
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -62,6 +65,8 @@ class OpenAILLM:
         self.price_output_per_mtok = price_output_per_mtok
         self._api_key = api_key
         self._sleep = sleep
+        # Servers and proxies echo the key in 401 bodies; no stored field or log may.
+        secret_register(api_key)
 
     def __repr__(self) -> str:
         return f"OpenAILLM(model={self.model!r}, base_url={self.base_url!r})"
@@ -208,8 +213,9 @@ class OpenAILLM:
                 "error_type": type(exc).__name__,
             },
         )
+        text = redact_text(str(exc), extra_secrets=[self._api_key])[:ERROR_TEXT_MAX_CHARS]
         return LLMError(
-            f"OpenAI call failed after {attempts} attempt(s): {type(exc).__name__}: {exc}",
+            f"OpenAI call failed after {attempts} attempt(s): {type(exc).__name__}: {text}",
             transient=transient,
             status_code=status_code,
         )

@@ -1,15 +1,20 @@
 """Settings shared by every deployment shape; everything that differs comes from env vars."""
 
+import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
+
+from config.shape import dotenv_load, env_file_path, sandbox_base_url_for
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
+dotenv_load(target=os.environ, path=env_file_path(os.environ))
 
-SECRET_KEY = env("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me")
+# No default: each shape says where its key comes from (config/shape.py).
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="")
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
@@ -23,7 +28,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "agents",
     "traces",
@@ -119,6 +126,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": AGENT_RUN_HARD_TIME_LIM
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # How often stuck runs are re-enqueued: by Celery beat, or by the embedded worker's sweeper.
 AGENT_SWEEP_INTERVAL_SECONDS = env.float("AGENT_SWEEP_INTERVAL_SECONDS", default=60.0)
+# A broker restart must not end a worker (README, "Broker restarts"): keep reconnecting for
+# as long as Redis is away, at start-up too. Runs in flight go on: they need PostgreSQL, not
+# the broker, the threads pool could not cancel them anyway, and running one twice is
+# idempotent per trace id. Runs whose messages Redis lost are re-enqueued by the sweeper.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE = {
     "traces-sweep-stuck-runs": {
         "task": "traces.sweep_stuck_runs",
@@ -144,21 +158,42 @@ SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = env("DJANGO_COOKIE_SAMESITE", d
 
 # --- REST framework ----------------------------------------------------------
 REST_FRAMEWORK = {
+    # Tokens first: one indexed lookup per request, and a 401 with `WWW-Authenticate: Token`
+    # for anonymous calls. Sessions serve the pages' htmx; Basic stays for compatibility but
+    # hashes the password on every request.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "config.api_parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "config.api_pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent Ops API",
-    "DESCRIPTION": "Runs, traces and steps of the ReAct runtime; the sandbox shop API.",
+    "DESCRIPTION": (
+        "Runs, traces and steps of the ReAct runtime. Authenticate with "
+        "`Authorization: Token <key>` (`manage.py api_token <username>` prints the key)."
+    ),
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and ReDoc from the vendored sidecar package: the docs work offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No call to the public validator.swagger.io from the docs page.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
+
+# The one length limit of a question, for the API, the chat page and `manage.py ask`.
+AGENT_QUERY_MAX_CHARS = env.int("AGENT_QUERY_MAX_CHARS", default=4000)
 
 # --- LLM ---------------------------------------------------------------------
 LLM_BACKEND = env("LLM_BACKEND", default="simulated")
@@ -208,27 +243,52 @@ AGENT_FALLBACK_REPLY = env(
 
 # --- Tool executor -------------------------------------------------------------
 # The sandbox shop is reached over HTTP like any external API.
-SANDBOX_BASE_URL = env("SANDBOX_BASE_URL", default="http://127.0.0.1:8000/sandbox/api")
+SANDBOX_BASE_URL = env("SANDBOX_BASE_URL", default=sandbox_base_url_for(os.environ))
+# The runtime calls the sandbox on this very server, by the host in SANDBOX_BASE_URL.
+_sandbox_host = urlsplit(SANDBOX_BASE_URL).hostname or ""
+_sandbox_host = f"[{_sandbox_host}]" if ":" in _sandbox_host else _sandbox_host
+if _sandbox_host and _sandbox_host not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(_sandbox_host)
 # URL prefixes a tool endpoint may point at; the sandbox is always allowed.
 TOOL_ENDPOINT_ALLOWLIST = env.list("TOOL_ENDPOINT_ALLOWLIST", default=[])
 TOOL_DEFAULT_TIMEOUT_SECONDS = env.float("TOOL_DEFAULT_TIMEOUT_SECONDS", default=3.0)
 TOOL_MAX_RESPONSE_BYTES = env.int("TOOL_MAX_RESPONSE_BYTES", default=256 * 1024)
 TOOL_MAX_REDIRECTS = env.int("TOOL_MAX_REDIRECTS", default=3)
 
+# Every handler redacts secrets (keys, tokens, passwords, card numbers, the configured
+# LLM_API_KEY and tool credentials) from messages, extras and tracebacks. 4xx responses
+# (an expected PermissionDenied above all) log one line with path and user id, without
+# the traceback Django attaches; 5xx keep theirs. The filter also sits on django.request
+# itself, so that handlers added later (pytest's caplog, Sentry) get the one-line record.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {
+        "redact": {"()": "traces.redaction.RedactingFilter"},
+        "client_error_one_line": {"()": "traces.redaction.ClientErrorOneLineFilter"},
+    },
     "formatters": {
         "kv": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "kv",
+            "filters": ["client_error_one_line", "redact"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
+        # Through the root's filtered handler only (Django's own would bypass the filters).
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.request": {"filters": ["client_error_one_line"]},
         "httpx": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
     },
 }
+# Celery would otherwise replace the root handlers with its own, unfiltered ones.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Reflexion ---------------------------------------------------------------------
 REFLEXION_ENABLED = env.bool("REFLEXION_ENABLED", default=True)

@@ -1,10 +1,20 @@
-"""Production shape: PostgreSQL, Redis broker and channel layer; secrets have no default."""
+"""Production shape: PostgreSQL, Redis broker and channel layer, HTTPS; secrets have no default.
+
+Selected when DATABASE_URL and REDIS_URL are both set (config/shape.py). Every security
+setting is on by default, so `manage.py check --deploy` is clean; each one can be relaxed by
+an env var, e.g. for plain HTTP on loopback (DJANGO_SECURE_SSL_REDIRECT=false,
+DJANGO_SECURE_COOKIES=false).
+"""
+
+import os
+
+from config.shape import secret_key_required
 
 from .base import *  # noqa: F403
 from .base import BASE_DIR, env
 
 DEBUG = False
-SECRET_KEY = env("DJANGO_SECRET_KEY")
+SECRET_KEY = secret_key_required(os.environ)
 DATABASES = {"default": env.db("DATABASE_URL")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 REDIS_URL = env("REDIS_URL")
@@ -16,8 +26,22 @@ CHANNEL_LAYERS = {
         "CONFIG": {"hosts": [REDIS_URL]},
     }
 }
+
+# --- HTTPS -----------------------------------------------------------------------
+# Served behind a TLS-terminating proxy that sets X-Forwarded-Proto.
+if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=True):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+# The runtime reaches the sandbox on this server over plain HTTP (SANDBOX_BASE_URL): a
+# redirect to https would send its tool calls to a port that speaks no TLS.
+SECURE_REDIRECT_EXEMPT = [r"^sandbox/api/"]
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 365)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
-CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# --- Static files: collected by bin/serve, served by WhiteNoise with hashed names ----
 STATIC_ROOT = env("DJANGO_STATIC_ROOT", default=str(BASE_DIR / "var" / "staticfiles"))
 WHITENOISE_USE_FINDERS = False
 STORAGES = {

@@ -3,6 +3,8 @@
 from .base import *  # noqa: F403
 from .base import env
 
+# A fixed key keeps test runs reproducible; no deployment shape ever loads this module.
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="test-only-secret-key-never-used-by-a-deployment")
 DATABASES = {
     "default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/test"),
 }

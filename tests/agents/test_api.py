@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from traces.models import Step, Trace
@@ -15,9 +14,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(staff_user: Any) -> APIClient:
+def api(support_user: Any) -> APIClient:
     client = APIClient()
-    client.force_authenticate(staff_user)
+    client.force_authenticate(support_user)
     return client
 
 
@@ -55,17 +54,129 @@ def test_bad_run_input_gets_a_clear_400_and_stores_nothing(
     assert Trace.objects.count() == 0
 
 
-def test_anonymous_cannot_start_runs(support_agent: Any) -> None:
-    assert APIClient().post("/api/runs/", {"query": "hi"}).status_code == 403
+def test_anonymous_cannot_start_runs_and_is_told_to_send_a_token(support_agent: Any) -> None:
+    response = APIClient().post("/api/runs/", {"query": "hi"})
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
+    assert Trace.objects.count() == 0
+
+
+def test_a_token_authenticates_api_calls(ops_user: Any, support_agent: Any) -> None:
+    from agents.api.tokens import api_token_get_or_create
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_get_or_create(user=ops_user).key}")
+    response = client.post("/api/runs/", {"query": "Where is my order #W1001549?"}, format="json")
+    assert response.status_code == 202, response.content
+    trace = Trace.objects.get()
+    assert trace.created_by == ops_user
+    assert response.json()["url"] == f"http://testserver/api/traces/{trace.pk}/"
+
+
+@pytest.mark.parametrize("header", ["Token nope", "Token ", "Bearer abc", "Token a b"])
+def test_a_bad_token_is_401(support_agent: Any, header: str) -> None:
+    response = APIClient().get("/api/traces/", HTTP_AUTHORIZATION=header)
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/traces/{trace}/steps/?after=abc",
+        "/api/traces/{trace}/steps/?after=-1",
+        "/api/traces/{trace}/steps/?after=99999999999999999999",
+        "/api/steps/?trace=not-a-uuid",
+        "/api/steps/?trace=",
+        "/api/steps/?tool=%00",
+        "/api/steps/?error_type=NOPE",
+        "/api/traces/?limit=100000000000000000000",
+        "/api/traces/?limit=201",
+        "/api/traces/?limit=0",
+        "/api/traces/?limit=abc",
+        "/api/traces/?offset=-1",
+        "/api/traces/?offset=100000000000000000000",
+        "/api/traces/?status=bogus",
+        "/api/traces/?agent=not%20a%20slug",
+    ],
+)
+def test_malformed_query_parameters_are_a_400_naming_the_parameter(
+    api: APIClient, ops_user: Any, support_agent: Any, path: str
+) -> None:
+    trace = trace_create(
+        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=ops_user.pk
+    )
+    response = api.get(path.format(trace=trace.pk))
+    assert response.status_code == 400, response.content
+    name = path.split("?")[1].split("=")[0]
+    assert name in response.json()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("[" * 100_000, id="100k-nested-arrays"),
+        pytest.param('{"query": ' * 100 + '"x"' + "}" * 100, id="100-nested-objects"),
+        '{"query": NaN}',
+        '{"query": "hi", "customer_id": Infinity}',
+        '{"query": 1e999}',
+        r'{"query": "\ud800"}',
+        '{"query": ',
+    ],
+)
+def test_unstorable_or_hostile_json_is_a_400(api: APIClient, support_agent: Any, body: str) -> None:
+    response = api.post("/api/runs/", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("JSON parse error")
+    assert Trace.objects.count() == 0
+
+
+def test_a_body_of_another_media_type_is_a_documented_415(api: APIClient) -> None:
+    response = api.post("/api/runs/", data="query=hi", content_type="text/plain")
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    assert response.status_code == 415
+    assert "415" in schema["paths"]["/api/runs/"]["post"]["responses"]
+    assert Trace.objects.count() == 0
+
+
+@pytest.mark.parametrize("path", ["/api/traces/not-a-uuid/", "/api/steps/1.5/", "/api/nothing/"])
+def test_unknown_api_paths_are_a_json_404(api: APIClient, path: str) -> None:
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert "detail" in response.json()
+
+
+def test_list_pages_are_bounded(api: APIClient, support_user: Any, support_agent: Any) -> None:
+    for i in range(3):
+        trace_create(
+            agent_id=support_agent.pk,
+            query=f"q{i}",
+            llm_backend="simulated",
+            created_by_id=support_user.pk,
+        )
+    body = api.get("/api/traces/?limit=2&offset=2").json()
+    assert body["count"] == 3
+    assert len(body["results"]) == 1
+    assert api.get("/api/traces/?limit=200").status_code == 200
+
+
+def test_a_user_without_a_role_cannot_start_runs(
+    support_agent: Any, django_user_model: Any
+) -> None:
+    client = APIClient()
+    client.force_authenticate(django_user_model.objects.create_user("norole", password="x" * 10))
+
+    response = client.post("/api/runs/", {"query": "hi"}, format="json")
+
+    assert response.status_code == 403
+    assert "agents.start_run" in response.json()["detail"]
+    assert not Trace.objects.exists()
 
 
 def test_support_agent_sees_only_own_traces_ops_sees_all(
-    support_agent: Any, django_user_model: Any
+    support_agent: Any, support_user: Any, support_user2: Any, ops_user: Any
 ) -> None:
-    alice = django_user_model.objects.create_user("alice", password="x" * 10)
-    bob = django_user_model.objects.create_user("bob", password="x" * 10)
-    ops = django_user_model.objects.create_user("olga", password="x" * 10)
-    ops.groups.add(Group.objects.get_or_create(name="ops")[0])
+    alice, bob, ops = support_user, support_user2, ops_user
     mine = trace_create(
         agent_id=support_agent.pk, query="a", llm_backend="simulated", created_by_id=alice.pk
     )
@@ -83,12 +194,12 @@ def test_support_agent_sees_only_own_traces_ops_sees_all(
 
 
 def test_trace_detail_and_steps_after_cursor(
-    api: APIClient, staff_user: Any, support_agent: Any
+    api: APIClient, support_user: Any, support_agent: Any
 ) -> None:
     from django.utils import timezone
 
     trace = trace_create(
-        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=staff_user.pk
+        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=support_user.pk
     )
     Step.objects.bulk_create(
         [
@@ -103,14 +214,14 @@ def test_trace_detail_and_steps_after_cursor(
 
 
 def test_trace_list_query_count_does_not_grow_with_rows(
-    api: APIClient, staff_user: Any, support_agent: Any, django_assert_max_num_queries: Any
+    api: APIClient, support_user: Any, support_agent: Any, django_assert_max_num_queries: Any
 ) -> None:
     for i in range(20):
         trace_create(
             agent_id=support_agent.pk,
             query=f"q{i}",
             llm_backend="simulated",
-            created_by_id=staff_user.pk,
+            created_by_id=support_user.pk,
         )
     with django_assert_max_num_queries(4):
         assert api.get("/api/traces/").status_code == 200
@@ -126,7 +237,7 @@ def test_openapi_schema_lists_runs_traces_and_steps(api: APIClient) -> None:
 
 
 def test_trace_explorer_page_counts_failed_steps_in_one_query_per_page(
-    client: Any, staff_user: Any, support_agent: Any, django_assert_max_num_queries: Any
+    client: Any, support_user: Any, support_agent: Any, django_assert_max_num_queries: Any
 ) -> None:
     from django.utils import timezone
 
@@ -135,7 +246,7 @@ def test_trace_explorer_page_counts_failed_steps_in_one_query_per_page(
             agent_id=support_agent.pk,
             query=f"q{i}",
             llm_backend="simulated",
-            created_by_id=staff_user.pk,
+            created_by_id=support_user.pk,
         )
         Step.objects.create(
             trace=trace,
@@ -145,8 +256,33 @@ def test_trace_explorer_page_counts_failed_steps_in_one_query_per_page(
             error_type="TIMEOUT",
             started_at=timezone.now(),
         )
-    client.force_login(staff_user)
+    client.force_login(support_user)
     with django_assert_max_num_queries(8):
         page = client.get("/traces/")
     assert page.status_code == 200
     assert page.content.decode().count('<span class="err">1</span>') == 15
+
+
+def test_the_query_length_limit_is_the_setting(
+    api: APIClient, support_agent: Any, settings: Any
+) -> None:
+    settings.AGENT_QUERY_MAX_CHARS = 20
+    assert api.post("/api/runs/", {"query": "x" * 20}, format="json").status_code == 202
+    response = api.post("/api/runs/", {"query": "x" * 21}, format="json")
+    assert response.status_code == 400
+    assert response.json()["query"] == [
+        "The question is 21 characters long; the limit is 20. Shorten it and ask again."
+    ]
+    assert Trace.objects.count() == 1
+
+
+def test_openapi_schema_documents_the_query_limit_and_token_auth(api: APIClient) -> None:
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    query = schema["components"]["schemas"]["RunCreate"]["properties"]["query"]
+    assert query["maxLength"] == 4000
+    assert schema["components"]["securitySchemes"]["tokenAuth"] == {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": 'Token-based authentication with required prefix "Token"',
+    }

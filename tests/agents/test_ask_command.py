@@ -37,3 +37,13 @@ def test_ask_explains_a_missing_setup(db: None) -> None:
 def test_ask_refuses_an_empty_question(support_agent: Any) -> None:
     with pytest.raises(CommandError, match="empty"):
         call_command("ask", "   ")
+
+
+def test_ask_refuses_a_question_over_the_limit(support_agent: Any, settings: Any) -> None:
+    from traces.models import Trace
+
+    settings.AGENT_QUERY_MAX_CHARS = 10
+
+    with pytest.raises(CommandError, match="11 characters long; the limit is 10"):
+        call_command("ask", "x" * 11)
+    assert not Trace.objects.exists()

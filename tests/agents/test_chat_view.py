@@ -18,14 +18,14 @@ def test_chat_requires_login(client: Any) -> None:
 
 
 def test_posting_a_question_starts_a_run_in_this_session(
-    client: Any, staff_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
+    client: Any, support_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     with django_capture_on_commit_callbacks() as callbacks:
         response = client.post("/", {"query": "Is the Aurora jacket in stock?"})
     assert response.status_code == 302
     trace = Trace.objects.get()
-    assert trace.source == "chat" and trace.created_by == staff_user
+    assert trace.source == "chat" and trace.created_by == support_user
     assert len(callbacks) == 1
     page = client.get("/")
     assert "Is the Aurora jacket in stock?" in page.content.decode()
@@ -34,13 +34,43 @@ def test_posting_a_question_starts_a_run_in_this_session(
 
 @pytest.mark.parametrize("payload", [{"query": ""}, {"query": "hi", "customer_id": "<script>"}])
 def test_bad_chat_input_shows_errors_and_keeps_the_text(
-    client: Any, staff_user: Any, support_agent: Any, payload: dict
+    client: Any, support_user: Any, support_agent: Any, payload: dict
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     response = client.post("/", payload)
     assert response.status_code == 200
     assert Trace.objects.count() == 0
     assert "errorlist" in response.content.decode()
+
+
+def test_a_too_long_question_is_refused_with_a_message_and_kept(
+    client: Any, ops_user: Any, support_agent: Any, settings: Any
+) -> None:
+    settings.AGENT_QUERY_MAX_CHARS = 30
+    question = "Where is my order #W1001549? " + "x" * 10
+    client.force_login(ops_user)
+
+    response = client.post("/", {"query": question})
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert Trace.objects.count() == 0
+    assert "The question is 39 characters long; the limit is 30." in page
+    assert f"{question}</textarea>" in page
+    # A maxlength attribute would let the browser cut the question silently.
+    assert "maxlength" not in page
+
+
+def test_a_question_at_the_limit_is_asked(
+    client: Any, ops_user: Any, support_agent: Any, settings: Any
+) -> None:
+    settings.AGENT_QUERY_MAX_CHARS = 30
+    client.force_login(ops_user)
+
+    response = client.post("/", {"query": "y" * 30})
+
+    assert response.status_code == 302
+    assert Trace.objects.get().query == "y" * 30
 
 
 def _chat_run(agent: Any, user: Any, session_id: str, query: str) -> Trace:
@@ -57,14 +87,14 @@ def _chat_run(agent: Any, user: Any, session_id: str, query: str) -> Trace:
 
 
 def test_the_history_lists_only_the_users_own_conversations(
-    client: Any, staff_user: Any, support_agent: Any, django_user_model: Any
+    client: Any, support_user: Any, support_agent: Any, support_user2: Any
 ) -> None:
-    other = django_user_model.objects.create_user(username="other", password="pw-12345678")
-    _chat_run(support_agent, staff_user, "s-mine-1", "First question of mine")
-    _chat_run(support_agent, staff_user, "s-mine-1", "Follow-up of mine")
-    _chat_run(support_agent, staff_user, "s-mine-2", "Another conversation of mine")
+    other = support_user2
+    _chat_run(support_agent, support_user, "s-mine-1", "First question of mine")
+    _chat_run(support_agent, support_user, "s-mine-1", "Follow-up of mine")
+    _chat_run(support_agent, support_user, "s-mine-2", "Another conversation of mine")
     _chat_run(support_agent, other, "s-theirs", "Their private question")
-    client.force_login(staff_user)
+    client.force_login(support_user)
     page = client.get("/").content.decode()
     assert "First question of mine" in page and "Another conversation of mine" in page
     assert "2 questions" in page
@@ -73,10 +103,10 @@ def test_the_history_lists_only_the_users_own_conversations(
 
 
 def test_opening_a_conversation_continues_it(
-    client: Any, staff_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
+    client: Any, support_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    _chat_run(support_agent, staff_user, "s-old", "Where is #W0000001?")
-    client.force_login(staff_user)
+    _chat_run(support_agent, support_user, "s-old", "Where is #W0000001?")
+    client.force_login(support_user)
     response = client.get("/conversations/s-old/")
     assert response.status_code == 302 and response["Location"] == "/"
     assert "Where is #W0000001?" in client.get("/").content.decode()
@@ -86,19 +116,21 @@ def test_opening_a_conversation_continues_it(
 
 
 def test_nobody_opens_another_users_conversation(
-    client: Any, staff_user: Any, support_agent: Any, django_user_model: Any
+    client: Any, support_user: Any, support_agent: Any, support_user2: Any
 ) -> None:
-    other = django_user_model.objects.create_user(username="other", password="pw-12345678")
+    other = support_user2
     _chat_run(support_agent, other, "s-theirs", "Their private question")
-    client.force_login(staff_user)
+    client.force_login(support_user)
     assert client.get("/conversations/s-theirs/").status_code == 404
     assert "Their private question" not in client.get("/").content.decode()
 
 
-def test_a_new_conversation_starts_empty(client: Any, staff_user: Any, support_agent: Any) -> None:
-    client.force_login(staff_user)
+def test_a_new_conversation_starts_empty(
+    client: Any, support_user: Any, support_agent: Any
+) -> None:
+    client.force_login(support_user)
     client.get("/")
-    _chat_run(support_agent, staff_user, client.session["chat_session"], "Old question")
+    _chat_run(support_agent, support_user, client.session["chat_session"], "Old question")
     assert client.post("/conversations/new/").status_code == 302
     page = client.get("/").content.decode()
     assert "No questions yet in this conversation." in page
@@ -108,34 +140,34 @@ def test_a_new_conversation_starts_empty(client: Any, staff_user: Any, support_a
 @pytest.mark.parametrize("conversations", [1, 6])
 def test_the_chat_page_query_count_does_not_grow_with_the_history(
     client: Any,
-    staff_user: Any,
+    support_user: Any,
     support_agent: Any,
     django_assert_num_queries: Any,
     conversations: int,
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     client.get("/")
     session_id = client.session["chat_session"]
     for n in range(conversations):
-        _chat_run(support_agent, staff_user, f"s-{n}", f"question {n}")
+        _chat_run(support_agent, support_user, f"s-{n}", f"question {n}")
     for n in range(3):
-        _chat_run(support_agent, staff_user, session_id, f"in this one {n}")
-    # session, user, groups (role), runs, their steps, history
-    with django_assert_num_queries(6):
+        _chat_run(support_agent, support_user, session_id, f"in this one {n}")
+    # session, user, its two permission lookups, runs, their steps, history
+    with django_assert_num_queries(7):
         client.get("/")
 
 
 @pytest.mark.parametrize("htmx", [True, False])
 def test_hand_over_records_the_takeover(
-    client: Any, staff_user: Any, support_agent: Any, htmx: bool
+    client: Any, support_user: Any, support_agent: Any, htmx: bool
 ) -> None:
-    run = _chat_run(support_agent, staff_user, "s1", "Refund please")
+    run = _chat_run(support_agent, support_user, "s1", "Refund please")
     Trace.objects.filter(pk=run.pk).update(status="finished", final_answer="Sure.")
-    client.force_login(staff_user)
+    client.force_login(support_user)
     headers = {"HX-Request": "true"} if htmx else {}
     response = client.post(f"/runs/{run.pk}/handover/", {"next": "/"}, headers=headers)
     run.refresh_from_db()
-    assert run.handed_over_at is not None and run.handed_over_by == staff_user
+    assert run.handed_over_at is not None and run.handed_over_by == support_user
     if htmx:
         assert "handed over" in response.content.decode()
         assert "Hand over to a human" not in response.content.decode()
@@ -144,26 +176,26 @@ def test_hand_over_records_the_takeover(
 
 
 def test_nobody_hands_over_a_run_they_cannot_see(
-    client: Any, staff_user: Any, support_agent: Any, django_user_model: Any
+    client: Any, support_user: Any, support_agent: Any, support_user2: Any
 ) -> None:
-    other = django_user_model.objects.create_user(username="other", password="pw-12345678")
+    other = support_user2
     run = _chat_run(support_agent, other, "s1", "Refund please")
-    client.force_login(staff_user)
+    client.force_login(support_user)
     assert client.post(f"/runs/{run.pk}/handover/").status_code == 404
     run.refresh_from_db()
     assert run.handed_over_at is None
 
 
 def test_a_finished_answer_is_shown_once_with_copy_feedback_and_handover(
-    client: Any, staff_user: Any, support_agent: Any
+    client: Any, support_user: Any, support_agent: Any
 ) -> None:
     from django.utils import timezone
 
     from traces.models import Step
 
-    client.force_login(staff_user)
+    client.force_login(support_user)
     client.get("/")
-    run = _chat_run(support_agent, staff_user, client.session["chat_session"], "Where is #W1?")
+    run = _chat_run(support_agent, support_user, client.session["chat_session"], "Where is #W1?")
     Step.objects.create(
         trace=run,
         step_number=1,
@@ -181,13 +213,13 @@ def test_a_finished_answer_is_shown_once_with_copy_feedback_and_handover(
 
 
 def test_the_embed_may_be_framed_only_by_the_listed_origins(
-    client: Any, staff_user: Any, support_agent: Any, settings: Any
+    client: Any, support_user: Any, support_agent: Any, settings: Any
 ) -> None:
     settings.CHAT_EMBED_ALLOWED_ORIGINS = [
         "https://helpdesk.example.com",
         "https://x.example; script-src *",
     ]
-    client.force_login(staff_user)
+    client.force_login(support_user)
     response = client.get("/chat/embed/")
     assert response.status_code == 200
     assert "X-Frame-Options" not in response
@@ -198,8 +230,8 @@ def test_the_embed_may_be_framed_only_by_the_listed_origins(
     assert 'id="chat-form"' in page and 'class="topbar"' not in page
 
 
-def test_the_rest_of_the_app_still_refuses_to_be_framed(client: Any, staff_user: Any) -> None:
-    client.force_login(staff_user)
+def test_the_rest_of_the_app_still_refuses_to_be_framed(client: Any, support_user: Any) -> None:
+    client.force_login(support_user)
     assert client.get("/")["X-Frame-Options"] == "DENY"
 
 
@@ -213,9 +245,9 @@ def test_the_embed_without_a_session_links_to_the_login_in_a_new_tab(client: Any
 
 
 def test_a_question_asked_in_the_embed_stays_in_the_embed(
-    client: Any, staff_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
+    client: Any, support_user: Any, support_agent: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     with django_capture_on_commit_callbacks():
         response = client.post("/chat/embed/", {"query": "Is the Aurora jacket in stock?"})
     assert response.status_code == 302 and response["Location"] == "/chat/embed/"

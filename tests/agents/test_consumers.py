@@ -12,7 +12,6 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
@@ -21,7 +20,6 @@ from agents.runtime import StepRecord
 from traces.live import run_group, steps_publish
 from traces.models import Step, Trace
 from traces.recorder import TraceRecorder
-from traces.selectors import ROLE_OPS, ROLE_SUPPORT
 from traces.services import trace_create, trace_finish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,21 +31,8 @@ ROUTER = URLRouter(websocket_urlpatterns)
 
 
 @pytest.fixture
-def support_users(django_user_model: Any) -> tuple[Any, Any]:
-    group, _ = Group.objects.get_or_create(name=ROLE_SUPPORT)
-    users = []
-    for name in ("alice", "bob"):
-        user = django_user_model.objects.create_user(username=name, password="pw-12345678")
-        user.groups.add(group)
-        users.append(user)
-    return users[0], users[1]
-
-
-@pytest.fixture
-def ops_user(django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="olga", password="pw-12345678")
-    user.groups.add(Group.objects.get_or_create(name=ROLE_OPS)[0])
-    return user
+def support_users(support_user: Any, support_user2: Any) -> tuple[Any, Any]:
+    return support_user, support_user2
 
 
 def make_run(agent: Any, user: Any, steps: int = 0) -> Trace:

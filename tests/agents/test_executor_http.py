@@ -11,6 +11,7 @@ from asgiref.sync import async_to_sync
 from agents.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall, redact
 from sandbox.models import Order
 from sandbox.services import faultrule_set
+from traces.redaction import REDACTED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -115,6 +116,95 @@ def test_secrets_are_redacted_from_recorded_payloads() -> None:
     payload = {"order_id": "#W1", "api_key": "sk-123", "auth": {"password": "p", "user": "u"}}
     assert redact(payload) == {
         "order_id": "#W1",
-        "api_key": "***",
-        "auth": {"password": "***", "user": "u"},
+        "api_key": REDACTED,
+        "auth": {"password": REDACTED, "user": "u"},
     }
+
+
+@pytest.mark.parametrize(
+    "base",
+    ["http://0177.0.0.1", "http://[::1", "http://api.example.com:port", "http://exa mple.com"],
+)
+def test_allow_listed_but_unparseable_url_gives_invalid_endpoint(settings: Any, base: str) -> None:
+    settings.TOOL_ENDPOINT_ALLOWLIST = [base + "/"]
+    result = execute(snapshot(endpoint_template=base + "/orders/{order_id}"), {"order_id": "1"})
+    assert result.code == ExecutorCode.INVALID_ENDPOINT
+    assert result.status_code is None
+    assert result.detail
+
+
+PUBLIC_API = "http://93.184.216.34/api"
+
+
+def execute_with_transport(
+    tool: ToolSnapshot, arguments: dict[str, Any], handler: Any
+) -> tuple[Any, list[httpx.Request]]:
+    """Run one call through a mock transport; the public IP literal needs no DNS lookup."""
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        response: httpx.Response = handler(request)
+        return response
+
+    async def go() -> Any:
+        transport = httpx.MockTransport(record)
+        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
+            executor = ToolExecutor(
+                tools={tool.name: tool},
+                http_client=client,
+                max_response_bytes=256 * 1024,
+                max_redirects=3,
+            )
+            return await executor.execute(
+                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[])
+            )
+
+    return async_to_sync(go)(), seen
+
+
+def redirect_once(location: str) -> Any:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/orders/1":
+            return httpx.Response(302, headers={"Location": location})
+        return httpx.Response(200, json={"reached": request.url.path})
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "http://93.184.216.34.evil.net/api/x",
+        "http://evil.net/api/x",
+        "http://user@93.184.216.34/api/x",
+        "http://0177.0.0.1/api/x",
+        "http://[::1/api/x",
+        "http://93.184.216.34:8080/api/x",
+        "https://93.184.216.34/api/x",
+        "/apix/secret",
+        "/admin",
+        "/api/%2e%2e/admin",
+        "/api/%252e%252e/admin",
+    ],
+)
+def test_redirects_are_re_checked_against_the_allow_list(settings: Any, location: str) -> None:
+    settings.TOOL_ENDPOINT_ALLOWLIST = [PUBLIC_API]
+    result, seen = execute_with_transport(
+        snapshot(endpoint_template=PUBLIC_API + "/orders/{order_id}"),
+        {"order_id": "1"},
+        redirect_once(location),
+    )
+    assert result.code == ExecutorCode.INVALID_ENDPOINT
+    assert [request.url.path for request in seen] == ["/api/orders/1"]
+
+
+def test_redirect_inside_the_allow_list_is_followed(settings: Any) -> None:
+    settings.TOOL_ENDPOINT_ALLOWLIST = [PUBLIC_API]
+    result, seen = execute_with_transport(
+        snapshot(endpoint_template=PUBLIC_API + "/orders/{order_id}"),
+        {"order_id": "1"},
+        redirect_once("/api/orders/2"),
+    )
+    assert result.code == ExecutorCode.OK
+    assert [request.url.path for request in seen] == ["/api/orders/1", "/api/orders/2"]

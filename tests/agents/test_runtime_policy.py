@@ -162,7 +162,7 @@ def test_degrade_handler_serves_the_cached_result_when_upstream_fails(
     assert failed.details["handled_by"] == handler.pk
     assert served.ok and served.details["degraded"]
     assert served.response_summary.startswith("(cached")
-    assert trace.status == "finished"
+    assert (trace.status, trace.outcome) == ("finished", "answered_from_data")
 
 
 def test_handover_handler_ends_the_run_with_a_person(agent: Any, openai_server: Any) -> None:
@@ -174,7 +174,7 @@ def test_handover_handler_ends_the_run_with_a_person(agent: Any, openai_server: 
     assert order is not None
     openai_server.enqueue(reason("get_order", {"order_id": order.order_id}))
     trace, _ = run_query(agent, f"Where is my order {order.order_id}?")
-    assert trace.status == "fallback"
+    assert (trace.status, trace.outcome) == ("fallback", "handed_over")
     assert "support colleague" in trace.final_answer
     assert trace.steps.last().details["handover"]
 

@@ -124,7 +124,7 @@ def test_draft_that_passes_its_grade_is_delivered_after_three_steps(fake_llm: An
     run = run_selfrag(server=fake_llm)
     # then
     assert phases(run.trace) == ["retrieval", "draft", "grade", "final"]
-    assert run.outcome == RunOutcome("finished", RETURN_ANSWER)
+    assert run.outcome == RunOutcome("finished", RETURN_ANSWER, outcome="answered_from_data")
     retrieval, draft_step, grade_step, final = run.trace.steps.order_by("step_number")
     assert retrieval.details["search_query"] == QUESTION
     assert retrieval.details["slugs"][0] == "return-window"
@@ -134,7 +134,7 @@ def test_draft_that_passes_its_grade_is_delivered_after_three_steps(fake_llm: An
     assert (draft_step.prompt_tokens, draft_step.completion_tokens) == (10, 5)
     assert draft_step.llm_backend == "openai"
     assert grade_step.ok and grade_step.details["is_grounded"] is True
-    assert final.details == {"capped": False}
+    assert final.details == {"capped": False, "outcome": "answered_from_data"}
     assert {step.round_number for step in run.trace.steps.all()} == {1}
 
 
@@ -221,8 +221,12 @@ def test_capped_but_grounded_draft_is_delivered_with_the_capped_flag(fake_llm: A
     run = run_selfrag(server=fake_llm)
 
     assert phases(run.trace) == ["retrieval", "draft", "grade"] * 3 + ["final"]
-    assert run.outcome == RunOutcome("finished", RETURN_ANSWER)
-    assert run.steps("final")[0].details == {"capped": True, "draft_attempt": 3}
+    assert run.outcome == RunOutcome("finished", RETURN_ANSWER, outcome="answered_from_data")
+    assert run.steps("final")[0].details == {
+        "capped": True,
+        "draft_attempt": 3,
+        "outcome": "answered_from_data",
+    }
 
 
 def test_after_the_cap_the_latest_grounded_draft_wins_over_a_later_ungrounded_one(
@@ -239,8 +243,12 @@ def test_after_the_cap_the_latest_grounded_draft_wins_over_a_later_ungrounded_on
 
     run = run_selfrag(server=fake_llm)
 
-    assert run.outcome == RunOutcome("finished", RETURN_ANSWER)
-    assert run.steps("final")[0].details == {"capped": True, "draft_attempt": 2}
+    assert run.outcome == RunOutcome("finished", RETURN_ANSWER, outcome="answered_from_data")
+    assert run.steps("final")[0].details == {
+        "capped": True,
+        "draft_attempt": 2,
+        "outcome": "answered_from_data",
+    }
 
 
 def test_grounded_abstention_citing_nothing_is_not_delivered(fake_llm: Any) -> None:
@@ -395,3 +403,17 @@ def test_simulated_model_falls_back_on_a_question_the_knowledge_base_does_not_co
     assert run.outcome.status == "fallback"
     assert len(run.steps("retrieval")) == 3
     assert len(set(search_queries(run))) > 1
+
+
+def test_a_delivered_draft_carries_no_internal_codes(fake_llm: Any) -> None:
+    fake_llm.enqueue(draft(RETURN_ANSWER + " (RESOURCE_NOT_FOUND)"), grade())
+    run = run_selfrag(server=fake_llm)
+    assert run.outcome.final_answer == RETURN_ANSWER
+    assert run.steps("final")[0].details["removed_from_answer"] == ["RESOURCE_NOT_FOUND"]
+
+
+def test_a_draft_made_only_of_exception_text_is_not_delivered(fake_llm: Any) -> None:
+    fake_llm.enqueue(draft("ConnectionError: [Errno 111] Connection refused"), grade())
+    run = run_selfrag(server=fake_llm)
+    assert (run.outcome.status, run.outcome.outcome) == ("fallback", "handed_over")
+    assert run.outcome.final_answer == SelfRagConfig().fallback_reply

@@ -16,6 +16,7 @@ from agents.ssrf import (
     SafeResponse,
     SSRFBlocked,
     TooManyRedirects,
+    UnparseableURL,
     ssrf_check_url,
     ssrf_safe_request,
 )
@@ -307,6 +308,63 @@ def test_cross_origin_redirect_drops_credentials() -> None:
     run_request(handler, headers={"Authorization": "Bearer secret"})
 
     assert seen_auth == ["Bearer secret", None]
+
+
+def test_cross_origin_redirect_drops_the_named_credential_headers() -> None:
+    seen: list[tuple[str | None, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.headers.get("x-api-key"), request.headers.get("x-trace")))
+        if request.url.path == "/start":
+            return redirect_to("https://api.example.com/landing")
+        return httpx.Response(200)
+
+    run_request(
+        handler,
+        headers={"X-Api-Key": "k-123456", "X-Trace": "t1"},
+        credential_headers=frozenset({"x-api-key"}),
+    )
+
+    assert seen == [("k-123456", "t1"), (None, "t1")]
+
+
+def test_same_origin_redirect_keeps_the_named_credential_headers() -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("x-api-key"))
+        if request.url.path == "/start":
+            return redirect_to("/next")
+        return httpx.Response(200)
+
+    run_request(
+        handler, headers={"X-Api-Key": "k-123456"}, credential_headers=frozenset({"x-api-key"})
+    )
+
+    assert seen == ["k-123456", "k-123456"]
+
+
+@pytest.mark.parametrize("url", ["http://0177.0.0.1/", "http://[::1/", "http://h:port/"])
+def test_unparseable_first_url_raises_unparseable_url(url: str) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("no request expected")
+
+    with pytest.raises(UnparseableURL):
+        run_request(handler, url=url)
+
+
+@pytest.mark.parametrize("location", ["http://0177.0.0.1/", "http://[::1/x", "http://h:port/"])
+def test_unparseable_redirect_location_raises_unparseable_url(location: str) -> None:
+    requested: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requested.append(str(request.url))
+        return redirect_to(location)
+
+    with pytest.raises(UnparseableURL):
+        run_request(handler)
+
+    assert requested == [START_URL]
 
 
 @pytest.mark.parametrize(

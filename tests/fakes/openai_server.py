@@ -9,6 +9,8 @@ takes the next planned step. A step is a tuple:
   OpenAI-style error body, e.g. ``("status", 429, {"Retry-After": "2"})``.
 - ``("hang", seconds)``: waits (interruptibly, ends on shutdown), then answers 200.
 - ``("raw", status, body_bytes)`` or ``("raw", status, body_bytes, content_type)``.
+- ``("echo_key", status)``: that status with an error body quoting the request's bearer
+  token back, as many OpenAI-compatible proxies do on a 401.
 
 With the script empty the server answers 500 saying so. Every request is recorded.
 
@@ -96,7 +98,7 @@ class FakeOpenAIServer:
     def enqueue(self, *steps: Step) -> None:
         """Append planned responses, answered in order, one per request."""
         for step in steps:
-            if not step or step[0] not in {"ok", "status", "hang", "raw"}:
+            if not step or step[0] not in {"ok", "status", "hang", "raw", "echo_key"}:
                 raise ValueError(f"Unknown fake OpenAI step: {step!r}")
         with self._lock:
             self._script.extend(steps)
@@ -215,6 +217,15 @@ def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 if server._stopping.wait(float(step[1])):
                     return
                 self._send(200, server.completion_body("{}"))
+            elif kind == "echo_key":
+                status = int(step[1])
+                authorization = self.headers.get("Authorization", "")
+                key = authorization.removeprefix("Bearer ").strip()
+                message = (
+                    f"Incorrect API key provided: {key}. You can find your API key at "
+                    "https://platform.openai.com/account/api-keys."
+                )
+                self._send(status, error_body(status, message))
             elif kind == "raw":
                 content_type = step[3] if len(step) > 3 else "application/json"
                 self._send(int(step[1]), bytes(step[2]), content_type=content_type)

@@ -5,34 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 
 from reviews.models import AuditLog, ReviewItem
 from reviews.services import feedback_submit, review_item_approve
 from traces.models import Feedback, Trace
-from traces.selectors import ROLE_OPS
 from traces.services import trace_create
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(support_agent: Any, staff_user: Any) -> Trace:
+def run(support_agent: Any, support_user: Any) -> Trace:
     trace = trace_create(
         agent_id=support_agent.pk,
         query="What does the Aurora jacket cost?",
         llm_backend="simulated",
-        created_by_id=staff_user.pk,
+        created_by_id=support_user.pk,
     )
     Trace.objects.filter(pk=trace.pk).update(status="finished", final_answer="It costs 3 EUR.")
     return trace
 
 
 def test_a_thumbs_down_opens_one_review_item_naming_the_run(
-    run: Trace, staff_user: Any, django_user_model: Any
+    run: Trace, support_user: Any, support_user2: Any
 ) -> None:
-    colleague = django_user_model.objects.create_user(username="c2", password="pw-12345678")
-    feedback_submit(trace_id=str(run.pk), user=staff_user, rating="down", comment="wrong price")
+    colleague = support_user2
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="down", comment="wrong price")
     feedback_submit(trace_id=str(run.pk), user=colleague, rating="down")
     item = ReviewItem.objects.get()
     assert item.reason == ReviewItem.Reason.THUMBS_DOWN
@@ -42,19 +40,19 @@ def test_a_thumbs_down_opens_one_review_item_naming_the_run(
     assert AuditLog.objects.filter(action="review.open").count() == 1
 
 
-def test_a_thumbs_up_opens_nothing(run: Trace, staff_user: Any) -> None:
-    feedback_submit(trace_id=str(run.pk), user=staff_user, rating="up")
+def test_a_thumbs_up_opens_nothing(run: Trace, support_user: Any) -> None:
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="up")
     assert not ReviewItem.objects.exists()
     assert Feedback.objects.get().rating == "up"
 
 
 def test_a_new_thumbs_down_after_a_decided_item_opens_a_new_one(
-    run: Trace, staff_user: Any
+    run: Trace, support_user: Any
 ) -> None:
-    feedback_submit(trace_id=str(run.pk), user=staff_user, rating="down")
-    review_item_approve(item_id=ReviewItem.objects.get().pk, user=staff_user, note="confirmed")
-    feedback_submit(trace_id=str(run.pk), user=staff_user, rating="up")
-    feedback_submit(trace_id=str(run.pk), user=staff_user, rating="down")
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="down")
+    review_item_approve(item_id=ReviewItem.objects.get().pk, user=support_user, note="confirmed")
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="up")
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="down")
     assert list(ReviewItem.objects.order_by("created_at").values_list("status", flat=True)) == [
         "approved",
         "open",
@@ -62,12 +60,10 @@ def test_a_new_thumbs_down_after_a_decided_item_opens_a_new_one(
 
 
 def test_the_queue_shows_the_thumbs_down_with_a_link_to_its_trace(
-    client: Any, run: Trace, staff_user: Any, django_user_model: Any
+    client: Any, run: Trace, support_user: Any, ops_user: Any
 ) -> None:
-    feedback_submit(trace_id=str(run.pk), user=staff_user, rating="down")
-    reviewer = django_user_model.objects.create_user(username="rev", password="pw-12345678")
-    reviewer.groups.add(Group.objects.get_or_create(name=ROLE_OPS)[0])
-    client.force_login(reviewer)
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="down")
+    client.force_login(ops_user)
     page = client.get("/reviews/").content.decode()
     assert "Answer marked wrong" in page
     assert run.get_absolute_url() in page and "It costs 3 EUR." in page
@@ -75,9 +71,9 @@ def test_the_queue_shows_the_thumbs_down_with_a_link_to_its_trace(
 
 @pytest.mark.parametrize("htmx", [True, False])
 def test_the_feedback_button_stores_the_vote_and_answers_the_page(
-    client: Any, run: Trace, staff_user: Any, htmx: bool
+    client: Any, run: Trace, support_user: Any, htmx: bool
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     headers = {"HX-Request": "true"} if htmx else {}
     response = client.post(
         f"/reviews/feedback/{run.pk}/", {"rating": "down", "next": "/"}, headers=headers
@@ -103,9 +99,9 @@ def test_nobody_votes_on_a_run_they_cannot_see(
 
 
 def test_a_next_pointing_elsewhere_is_not_followed(
-    client: Any, run: Trace, staff_user: Any
+    client: Any, run: Trace, support_user: Any
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     response = client.post(
         f"/reviews/feedback/{run.pk}/", {"rating": "up", "next": "https://evil.example/"}
     )

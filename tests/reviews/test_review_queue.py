@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 
 from policies.models import PolicyVersion, Strategy
 from reviews.models import AuditLog, ReviewItem
@@ -17,13 +16,6 @@ from reviews.services import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def ops_user(django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user("olga", password="pw-olga-123", is_staff=True)
-    user.groups.add(Group.objects.get_or_create(name="ops")[0])
-    return user
 
 
 @pytest.fixture
@@ -75,9 +67,9 @@ def test_versions_are_immutable(proposed: ReviewItem, ops_user: Any) -> None:
 
 
 def test_queue_page_is_for_ops_and_decisions_need_a_reason_to_reject(
-    client: Any, proposed: ReviewItem, ops_user: Any, staff_user: Any
+    client: Any, proposed: ReviewItem, ops_user: Any, support_user: Any
 ) -> None:
-    client.force_login(staff_user)
+    client.force_login(support_user)
     assert client.get("/reviews/").status_code == 403
     client.force_login(ops_user)
     page = client.get("/reviews/").content.decode()
@@ -90,3 +82,21 @@ def test_queue_page_is_for_ops_and_decisions_need_a_reason_to_reject(
     client.post(f"/reviews/{proposed.pk}/decide/", {"decision": "approve"})
     proposed.refresh_from_db()
     assert proposed.status == "approved"
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_support_cannot_decide_a_review(
+    client: Any, proposed: ReviewItem, support_user: Any, decision: str
+) -> None:
+    client.force_login(support_user)
+
+    response = client.post(
+        f"/reviews/{proposed.pk}/decide/", {"decision": decision, "note": "looks fine to me"}
+    )
+
+    assert response.status_code == 403
+    proposed.refresh_from_db()
+    assert proposed.status == "open" and proposed.decided_by is None
+    assert Strategy.objects.get().status == Strategy.Status.IN_REVIEW
+    assert not PolicyVersion.objects.exists()
+    assert not AuditLog.objects.exists()

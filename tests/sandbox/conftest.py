@@ -1,8 +1,9 @@
-"""Fixtures of the sandbox tests: a small generated shop, staff clients and a fresh fault cache."""
+"""Sandbox test fixtures: a small generated shop, fault-injecting clients, a fresh fault cache."""
 
 import base64
 
 import pytest
+from django.contrib.auth.models import Permission
 
 from sandbox.faults import fault_cache_clear
 from sandbox.generate import shop_generate
@@ -30,19 +31,22 @@ def shop(db) -> dict[str, int]:
 
 
 @pytest.fixture
-def staff_user(django_user_model):
-    return django_user_model.objects.create_user(
-        username="faults-admin", password="s3cret-pass", is_staff=True
+def fault_injector(django_user_model):
+    """A user holding the sandbox's own permission; the project's roles are not needed."""
+    user = django_user_model.objects.create_user(username="faults-admin", password="s3cret-pass")
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label="sandbox", codename="inject_faults")
     )
+    return user
 
 
 @pytest.fixture
-def staff_client(client, staff_user):
-    client.force_login(staff_user)
+def injector_client(client, fault_injector):
+    client.force_login(fault_injector)
     return client
 
 
 @pytest.fixture
-def basic_auth_header(staff_user) -> dict[str, str]:
+def basic_auth_header(fault_injector) -> dict[str, str]:
     token = base64.b64encode(b"faults-admin:s3cret-pass").decode()
     return {"HTTP_AUTHORIZATION": f"Basic {token}"}

@@ -35,15 +35,35 @@ def test_anonymous_is_forbidden(client, method, path):
     assert not FaultRule.objects.exists()
 
 
-def test_non_staff_user_is_forbidden(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user(username="plain", password="pw"))
+@pytest.mark.parametrize("flags", [{}, {"is_staff": True}], ids=["plain", "staff"])
+def test_user_without_the_permission_is_forbidden(client, django_user_model, flags):
+    user = django_user_model.objects.create_user(username="plain", password="pw-plain", **flags)
+    client.force_login(user)
 
     response = _send(client, "put", f"{API}/_faults/orders", {"rate_500": 1.0})
 
     assert response.status_code == 403
+    assert "sandbox.inject_faults" in response.json()["detail"]
+    assert not FaultRule.objects.exists()
 
 
-def test_wrong_basic_password_is_forbidden(client, staff_user):
+def test_basic_auth_without_the_permission_is_forbidden(client, django_user_model):
+    django_user_model.objects.create_user(username="plain", password="pw-plain", is_staff=True)
+    token = base64.b64encode(b"plain:pw-plain").decode()
+
+    response = _send(
+        client,
+        "put",
+        f"{API}/_faults/orders",
+        {"rate_500": 1.0},
+        HTTP_AUTHORIZATION=f"Basic {token}",
+    )
+
+    assert response.status_code == 403
+    assert not FaultRule.objects.exists()
+
+
+def test_wrong_basic_password_is_forbidden(client, fault_injector):
     token = base64.b64encode(b"faults-admin:wrong").decode()
 
     response = client.get(f"{API}/_faults", HTTP_AUTHORIZATION=f"Basic {token}")
@@ -51,7 +71,7 @@ def test_wrong_basic_password_is_forbidden(client, staff_user):
     assert response.status_code == 403
 
 
-def test_staff_via_basic_auth_sets_rule_without_csrf(client, basic_auth_header):
+def test_injector_via_basic_auth_sets_rule_without_csrf(client, basic_auth_header):
     csrf_client = client.__class__(enforce_csrf_checks=True)
 
     response = _send(
@@ -62,9 +82,9 @@ def test_staff_via_basic_auth_sets_rule_without_csrf(client, basic_auth_header):
     assert FaultRule.objects.get(endpoint="orders").rate_500 == 0.25
 
 
-def test_session_auth_still_needs_csrf_for_writes(client, staff_user):
+def test_session_auth_still_needs_csrf_for_writes(client, fault_injector):
     csrf_client = client.__class__(enforce_csrf_checks=True)
-    csrf_client.force_login(staff_user)
+    csrf_client.force_login(fault_injector)
 
     response = _send(csrf_client, "put", f"{API}/_faults/orders", {"rate_500": 0.25})
 
@@ -72,8 +92,8 @@ def test_session_auth_still_needs_csrf_for_writes(client, staff_user):
     assert "CSRF" in response.json()["detail"]
 
 
-def test_put_creates_rule_with_defaults(staff_client):
-    response = _send(staff_client, "put", f"{API}/_faults/orders", {"rate_429": 0.3, "seed": 9})
+def test_put_creates_rule_with_defaults(injector_client):
+    response = _send(injector_client, "put", f"{API}/_faults/orders", {"rate_429": 0.3, "seed": 9})
 
     assert response.status_code == 200
     body = response.json()
@@ -96,51 +116,51 @@ def test_put_creates_rule_with_defaults(staff_client):
     }
 
 
-def test_put_replaces_while_patch_merges(staff_client):
+def test_put_replaces_while_patch_merges(injector_client):
     faultrule_set(endpoint="orders", rate_500=0.5, rate_404=0.2)
 
-    patched = _send(staff_client, "patch", f"{API}/_faults/orders", {"rate_401": 0.1}).json()
-    replaced = _send(staff_client, "put", f"{API}/_faults/orders", {"rate_401": 0.1}).json()
+    patched = _send(injector_client, "patch", f"{API}/_faults/orders", {"rate_401": 0.1}).json()
+    replaced = _send(injector_client, "put", f"{API}/_faults/orders", {"rate_401": 0.1}).json()
 
     assert (patched["rate_500"], patched["rate_404"], patched["rate_401"]) == (0.5, 0.2, 0.1)
     assert (replaced["rate_500"], replaced["rate_404"], replaced["rate_401"]) == (0.0, 0.0, 0.1)
     assert FaultRule.objects.count() == 1
 
 
-def test_get_lists_rules_and_endpoints(staff_client):
+def test_get_lists_rules_and_endpoints(injector_client):
     faultrule_set(endpoint="skus", rate_404=0.5)
     faultrule_set(endpoint="articles", rate_slow=0.5)
 
-    body = staff_client.get(f"{API}/_faults").json()
+    body = injector_client.get(f"{API}/_faults").json()
 
     assert [rule["endpoint"] for rule in body["results"]] == ["articles", "skus"]
     assert body["endpoints"] == list(FaultRule.Endpoint.values)
     assert len(body["endpoints"]) == 12
 
 
-def test_get_single_rule(staff_client):
+def test_get_single_rule(injector_client):
     faultrule_set(endpoint="skus", rate_404=0.5)
 
-    assert staff_client.get(f"{API}/_faults/skus").json()["rate_404"] == 0.5
-    assert staff_client.get(f"{API}/_faults/orders").status_code == 404
+    assert injector_client.get(f"{API}/_faults/skus").json()["rate_404"] == 0.5
+    assert injector_client.get(f"{API}/_faults/orders").status_code == 404
 
 
-def test_delete_removes_rule(staff_client):
+def test_delete_removes_rule(injector_client):
     faultrule_set(endpoint="skus", rate_404=0.5)
 
-    response = staff_client.delete(f"{API}/_faults/skus")
+    response = injector_client.delete(f"{API}/_faults/skus")
 
     assert response.json() == {"endpoint": "skus", "deleted": True}
     assert not FaultRule.objects.exists()
 
 
-def test_changed_rule_applies_to_next_request(staff_client):
-    _send(staff_client, "put", f"{API}/_faults/products", {"rate_500": 1.0})
-    assert staff_client.get(f"{API}/products?q=x").status_code == 500
+def test_changed_rule_applies_to_next_request(injector_client):
+    _send(injector_client, "put", f"{API}/_faults/products", {"rate_500": 1.0})
+    assert injector_client.get(f"{API}/products?q=x").status_code == 500
 
-    staff_client.delete(f"{API}/_faults/products")
+    injector_client.delete(f"{API}/_faults/products")
 
-    assert staff_client.get(f"{API}/products?q=x").status_code == 200
+    assert injector_client.get(f"{API}/products?q=x").status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -155,8 +175,8 @@ def test_changed_rule_applies_to_next_request(staff_client):
         ({"colour": "red"}, "colour: unknown field"),
     ],
 )
-def test_invalid_rules_are_rejected_with_clear_message(staff_client, body, detail_part):
-    response = _send(staff_client, "put", f"{API}/_faults/orders", body)
+def test_invalid_rules_are_rejected_with_clear_message(injector_client, body, detail_part):
+    response = _send(injector_client, "put", f"{API}/_faults/orders", body)
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_fault_rule"
@@ -165,31 +185,94 @@ def test_invalid_rules_are_rejected_with_clear_message(staff_client, body, detai
 
 
 @pytest.mark.parametrize("body", [{"rate_500": True}, {"rate_500": "0.5"}, {"seed": "abc"}])
-def test_non_numeric_rates_are_type_mismatch(staff_client, body):
-    response = _send(staff_client, "put", f"{API}/_faults/orders", body)
+def test_non_numeric_rates_are_type_mismatch(injector_client, body):
+    response = _send(injector_client, "put", f"{API}/_faults/orders", body)
 
     assert response.status_code == 400
     assert response.json()["error"] == "type_mismatch"
 
 
-def test_require_int_id_is_refused_for_endpoints_without_order_id(staff_client):
-    response = _send(staff_client, "put", f"{API}/_faults/skus", {"drift": "require_int_id"})
+def test_require_int_id_is_refused_for_endpoints_without_order_id(injector_client):
+    response = _send(injector_client, "put", f"{API}/_faults/skus", {"drift": "require_int_id"})
 
     assert response.status_code == 400
     assert "require_int_id only applies to" in response.json()["detail"]
 
 
-def test_unknown_endpoint_is_404(staff_client):
-    response = _send(staff_client, "put", f"{API}/_faults/checkout", {"rate_500": 0.1})
+def test_unknown_endpoint_is_404(injector_client):
+    response = _send(injector_client, "put", f"{API}/_faults/checkout", {"rate_500": 0.1})
 
     assert response.status_code == 404
     assert "checkout" in response.json()["detail"]
 
 
-def test_malformed_json_body_is_400(staff_client):
-    response = staff_client.put(
+def test_malformed_json_body_is_400(injector_client):
+    response = injector_client.put(
         f"{API}/_faults/orders", data="{nope", content_type="application/json"
     )
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_json"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"rate_500": NaN}',
+        '{"rate_500": Infinity}',
+        '{"timeout_seconds": -Infinity}',
+        '{"rate_500": 1e999}',
+        pytest.param("[" * 100_000, id="100k-nested-arrays"),
+    ],
+)
+def test_non_finite_numbers_and_deep_nesting_are_invalid_json(injector_client, raw):
+    response = injector_client.put(
+        f"{API}/_faults/orders", data=raw, content_type="application/json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_json"
+    assert not FaultRule.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"drift_from": None}, "string"),
+        ({"drift_to": []}, "string"),
+        ({"drift": {}}, "string"),
+        ({"enabled": 1}, "boolean"),
+        ({"enabled": None}, "boolean"),
+        ({"slow_ms": 1.5}, "integer"),
+        ({"seed": 2.5}, "integer"),
+        ({"rate_500": None}, "number"),
+    ],
+)
+def test_fields_of_the_wrong_json_type_are_type_mismatch(injector_client, body, expected):
+    response = _send(injector_client, "put", f"{API}/_faults/orders", body)
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "type_mismatch"
+    assert response.json()["expected_type"] == expected
+    assert not FaultRule.objects.exists()
+
+
+@pytest.mark.parametrize("text", ["status\x00", "\ud800"])
+def test_strings_the_database_cannot_store_are_refused(injector_client, text):
+    raw = json.dumps({"drift": "rename_field", "drift_from": text, "drift_to": "state"})
+
+    response = injector_client.put(
+        f"{API}/_faults/orders", data=raw, content_type="application/json"
+    )
+
+    assert response.status_code == 400
+    assert not FaultRule.objects.exists()
+
+
+def test_integral_numbers_and_a_null_seed_are_accepted(injector_client):
+    response = _send(
+        injector_client, "put", f"{API}/_faults/orders", {"slow_ms": 2000.0, "seed": None}
+    )
+
+    assert response.status_code == 200
+    assert (response.json()["slow_ms"], response.json()["seed"]) == (2000, None)

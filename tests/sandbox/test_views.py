@@ -685,3 +685,55 @@ def test_every_generated_order_is_served(client, shop):
         for item in order.items.all():
             assert client.get(f"{API}/skus/{item.sku.sku}").status_code == 200
             assert client.get(f"{API}/inventory/{item.sku.sku}").status_code == 200
+
+
+# --- input the database cannot take ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "users/%00",
+        "users/U0000%001/orders",
+        "products/%00",
+        "products?q=%00",
+        "skus/%00",
+        "inventory/%00",
+        "promotions?sku=%00",
+        "promotions?product_id=%00",
+        "articles/%00",
+        "articles?q=a&%00=1",
+    ],
+)
+def test_a_nul_character_in_path_or_query_is_a_400(client, path):
+    response = client.get(f"{API}/{path}")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_parameter",
+        "detail": "NUL characters are not allowed",
+    }
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param('"reason": "broken\\u0000"', id="nul-reason"),
+        pytest.param('"reason": "\\ud800"', id="lone-surrogate-reason"),
+        pytest.param('"reason": "x", "skus": ["\\u0000"]', id="nul-sku"),
+        pytest.param('"reason": "x", "skus": [' * 50_000, id="deep-nesting"),
+        pytest.param('"reason": "x", "skus": NaN', id="nan"),
+    ],
+)
+def test_create_return_refuses_bodies_it_cannot_store(client, fields):
+    item = OrderItemFactory()
+
+    response = client.post(
+        f"{API}/returns",
+        data=f'{{"order_id": "{item.order.order_id}", {fields}}}',
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"] in ("invalid_json", "invalid_parameter")
+    assert not ReturnRequest.objects.exists()

@@ -19,47 +19,47 @@ RECEIVE_TIMEOUT = 10
 
 
 @pytest.fixture
-def run(support_agent: Any, staff_user: Any) -> Trace:
+def run(support_agent: Any, support_user: Any) -> Trace:
     return trace_create(
         agent_id=support_agent.pk,
         query="Where is #W1?",
         llm_backend="simulated",
-        created_by_id=staff_user.pk,
+        created_by_id=support_user.pk,
     )
 
 
 def test_a_handover_is_recorded_once_with_who_and_when(
-    run: Trace, staff_user: Any, django_user_model: Any
+    run: Trace, support_user: Any, support_user2: Any
 ) -> None:
-    other = django_user_model.objects.create_user(username="other", password="pw-12345678")
-    first = trace_handover(trace_id=str(run.pk), user_id=staff_user.pk)
+    other = support_user2
+    first = trace_handover(trace_id=str(run.pk), user_id=support_user.pk)
     again = trace_handover(trace_id=str(run.pk), user_id=other.pk)
     run.refresh_from_db()
     assert run.handed_over_at is not None
     assert run.handed_over_at == first.handed_over_at == again.handed_over_at
-    assert run.handed_over_by == staff_user
+    assert run.handed_over_by == support_user
     assert Trace.objects.filter(handed_over_at__isnull=False).count() == 1
 
 
 def test_a_handover_tells_the_runs_listeners_after_commit(
-    run: Trace, staff_user: Any, django_capture_on_commit_callbacks: Any
+    run: Trace, support_user: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(run_group(run.pk), channel)
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        trace_handover(trace_id=str(run.pk), user_id=staff_user.pk)
+        trace_handover(trace_id=str(run.pk), user_id=support_user.pk)
     assert len(callbacks) == 1
     message = async_to_sync(layer.receive)(channel)
     assert message == {"type": "run.status", "trace_id": str(run.pk), "status": "queued"}
 
 
 def test_a_second_handover_sends_nothing(
-    run: Trace, staff_user: Any, django_capture_on_commit_callbacks: Any
+    run: Trace, support_user: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    trace_handover(trace_id=str(run.pk), user_id=staff_user.pk)
+    trace_handover(trace_id=str(run.pk), user_id=support_user.pk)
     with django_capture_on_commit_callbacks() as callbacks:
-        trace_handover(trace_id=str(run.pk), user_id=staff_user.pk)
+        trace_handover(trace_id=str(run.pk), user_id=support_user.pk)
     assert callbacks == []
 
 
@@ -74,18 +74,18 @@ def test_a_second_handover_sends_nothing(
     ],
 )
 def test_feedback_keeps_the_latest_vote_and_says_when_it_turned_down(
-    run: Trace, staff_user: Any, votes: list[str], turned_down: list[bool]
+    run: Trace, support_user: Any, votes: list[str], turned_down: list[bool]
 ) -> None:
     results = [
-        trace_feedback_record(trace_id=str(run.pk), user_id=staff_user.pk, rating=vote)[1]
+        trace_feedback_record(trace_id=str(run.pk), user_id=support_user.pk, rating=vote)[1]
         for vote in votes
     ]
     assert results == turned_down
     feedback = Feedback.objects.get(trace=run)
-    assert feedback.rating == votes[-1] and feedback.user == staff_user
+    assert feedback.rating == votes[-1] and feedback.user == support_user
 
 
-def test_an_unknown_rating_is_refused(run: Trace, staff_user: Any) -> None:
+def test_an_unknown_rating_is_refused(run: Trace, support_user: Any) -> None:
     with pytest.raises(ValueError):
-        trace_feedback_record(trace_id=str(run.pk), user_id=staff_user.pk, rating="meh")
+        trace_feedback_record(trace_id=str(run.pk), user_id=support_user.pk, rating="meh")
     assert not Feedback.objects.exists()

@@ -87,3 +87,58 @@ def test_a_run_cancelled_while_waiting_does_not_strand_the_others(support_agent:
         2,
     ]
     assert all(t.steps.count() >= 1 for t in traces[1:])
+
+
+CARD = "4111 1111 1111 1111"
+KEY = "sk-live-0123456789abcdefABCDEF"
+
+
+def test_every_step_field_is_redacted_when_written(support_agent: Any) -> None:
+    # given a step whose every free-form field carries a secret
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    record = StepRecord(
+        phase="action",
+        round_number=1,
+        thought=f"I will use the key {KEY}",
+        action_input={"order_id": "#W1", "password": "hunter2", "note": f"card {CARD}"},
+        endpoint="https://alice:pw-secret-1@api.example.com/v1/x?api_key=qk-998877",
+        request_payload={"api_key": "qk-998877", "nested": [{"token": "t-1"}]},
+        error_detail="upstream said: Authorization: Bearer abcdefghijklmnop",
+        response_summary=f'{{"card_number": "{CARD}", "status": "ok"}}',
+        adapters_fired=[{"adapter": "trim", "path": "password", "before": "pw ", "after": KEY}],
+        details={"raw_request": "GET /x?token=tk-55443322", "final_answer": f"key {KEY}"},
+    )
+    # when
+    async_to_sync(TraceRecorder(trace_id=str(trace.pk)).write_step)(record)
+    # then
+    step = Step.objects.get(trace=trace)
+    stored = repr(
+        [
+            step.thought,
+            step.action_input,
+            step.endpoint,
+            step.request_payload,
+            step.error_detail,
+            step.response_summary,
+            step.adapters_fired,
+            step.details,
+        ]
+    )
+    for secret in (KEY, "hunter2", CARD, "pw-secret-1", "qk-998877", "t-1", "abcdefghijklmnop"):
+        assert secret not in stored
+    assert step.action_input["order_id"] == "#W1"
+    assert step.endpoint.startswith("https://alice:[REDACTED]@api.example.com/v1/x")
+    assert step.error_detail == "upstream said: Authorization: [REDACTED]"
+
+
+def test_the_tool_result_cache_is_redacted(support_agent: Any) -> None:
+    from agents.models import ToolResultCache
+
+    recorder = TraceRecorder(trace_id="unused")
+    async_to_sync(recorder.cache_store)(
+        "sig-1", "get_card", {"api_key": "qk-1234567"}, f'{{"card": "{CARD}", "ok": true}}'
+    )
+    row = ToolResultCache.objects.get(signature="sig-1")
+    assert row.arguments == {"api_key": "[REDACTED]"}
+    assert CARD not in row.body
+    assert '"ok": true' in row.body

@@ -1,9 +1,19 @@
 from rest_framework import serializers
 
-from traces.models import Step, Trace
+from traces.models import ErrorType, Step, Trace
+
+# The largest value a PositiveIntegerField (Step.step_number) holds.
+MAX_STEP_NUMBER = 2**31 - 1
+
+
+def _error_type_field() -> serializers.ChoiceField:
+    # The model field is blank=True: a step or trace without an error has "".
+    return serializers.ChoiceField(choices=ErrorType.choices, allow_blank=True, read_only=True)
 
 
 class StepSerializer(serializers.ModelSerializer):
+    error_type = _error_type_field()
+
     class Meta:
         model = Step
         fields = [
@@ -43,6 +53,11 @@ class TraceSerializer(serializers.ModelSerializer):
     agent: serializers.SlugRelatedField = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
     )
+    # Blank until the run ends: the schema must say so.
+    outcome = serializers.ChoiceField(
+        choices=Trace.Outcome.choices, allow_blank=True, read_only=True
+    )
+    error_type = _error_type_field()
 
     class Meta:
         model = Trace
@@ -59,6 +74,7 @@ class TraceSerializer(serializers.ModelSerializer):
             "policy_version",
             "policy_bucket",
             "status",
+            "outcome",
             "error_type",
             "final_answer",
             "total_steps",
@@ -79,3 +95,28 @@ class TraceDetailSerializer(TraceSerializer):
     class Meta(TraceSerializer.Meta):
         fields = [*TraceSerializer.Meta.fields, "steps"]
         read_only_fields = fields
+
+
+class TraceFilterSerializer(serializers.Serializer):
+    """Query parameters of the trace list; each one given narrows it."""
+
+    status = serializers.ChoiceField(choices=Trace.Status.choices, required=False)
+    error_type = serializers.ChoiceField(choices=ErrorType.choices, required=False)
+    outcome = serializers.ChoiceField(choices=Trace.Outcome.choices, required=False)
+    agent = serializers.SlugField(required=False, max_length=50, help_text="Agent slug.")
+
+
+class StepFilterSerializer(serializers.Serializer):
+    """Query parameters of the step list; each one given narrows it."""
+
+    trace = serializers.UUIDField(required=False, help_text="Trace id.")
+    error_type = serializers.ChoiceField(choices=ErrorType.choices, required=False)
+    tool = serializers.CharField(required=False, max_length=64, help_text="Tool name.")
+
+
+class StepCursorSerializer(serializers.Serializer):
+    """Query parameter of a trace's steps: only those after a step number already seen."""
+
+    after = serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=MAX_STEP_NUMBER
+    )

@@ -1,34 +1,57 @@
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from traces.api.serializers import StepSerializer, TraceDetailSerializer, TraceSerializer
+from traces.api.schema import AUTH_ERRORS, BAD_REQUEST, NOT_FOUND
+from traces.api.serializers import (
+    StepCursorSerializer,
+    StepFilterSerializer,
+    StepSerializer,
+    TraceDetailSerializer,
+    TraceFilterSerializer,
+    TraceSerializer,
+)
 from traces.models import Step, Trace
 from traces.selectors import steps_visible_to, traces_visible_to
 
-TRACE_FILTERS = [
-    OpenApiParameter("status", str, description="queued|running|finished|fallback|failed"),
-    OpenApiParameter("error_type", str),
-    OpenApiParameter("agent", str, description="agent slug"),
-]
+
+def _validated_params(serializer_class: type, request: Request) -> dict:
+    """The query parameters a view declares, validated; a 400 names each bad one."""
+    # A plain dict: from a QueryDict, DRF would read `?trace=` as "not given" instead of
+    # refusing the empty value.
+    params = serializer_class(data=request.query_params.dict())
+    params.is_valid(raise_exception=True)
+    return params.validated_data
 
 
-@extend_schema_view(list=extend_schema(parameters=TRACE_FILTERS))
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[TraceFilterSerializer],
+        responses={200: TraceSerializer(many=True), 400: BAD_REQUEST, **AUTH_ERRORS},
+    ),
+    retrieve=extend_schema(responses={200: TraceDetailSerializer, 404: NOT_FOUND, **AUTH_ERRORS}),
+)
 class TraceViewSet(viewsets.ReadOnlyModelViewSet):
     """Traces the requesting user may see, newest first."""
 
+    # Any id reaches the view, so a malformed one is the API's JSON 404, not the site's page.
+    lookup_value_regex = "[^/]+"
+
     def get_queryset(self) -> QuerySet[Trace]:
         qs = traces_visible_to(user=self.request.user)
-        params = self.request.query_params
-        if params.get("status"):
-            qs = qs.filter(status=params["status"])
-        if params.get("error_type"):
-            qs = qs.filter(error_type=params["error_type"])
-        if params.get("agent"):
-            qs = qs.filter(agent__slug=params["agent"])
+        if self.action == "list":
+            filters = _validated_params(TraceFilterSerializer, self.request)
+            if "status" in filters:
+                qs = qs.filter(status=filters["status"])
+            if "error_type" in filters:
+                qs = qs.filter(error_type=filters["error_type"])
+            if "outcome" in filters:
+                qs = qs.filter(outcome=filters["outcome"])
+            if "agent" in filters:
+                qs = qs.filter(agent__slug=filters["agent"])
         if self.action == "retrieve":
             qs = qs.prefetch_related("steps")
         return qs
@@ -36,34 +59,46 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self) -> type[TraceSerializer]:
         return TraceDetailSerializer if self.action == "retrieve" else TraceSerializer
 
-    @extend_schema(responses=StepSerializer(many=True))
-    @action(detail=True, methods=["get"])
-    def steps(self, request: Request, pk: str | None = None) -> Response:
+    @extend_schema(
+        parameters=[StepCursorSerializer],
+        responses={
+            200: StepSerializer(many=True),
+            400: BAD_REQUEST,
+            404: NOT_FOUND,
+            **AUTH_ERRORS,
+        },
+    )
+    # A cursor, not pages: the chat and clients poll for the steps after the last one seen.
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def steps(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
+        """The trace's steps in order, optionally only those after step number `after`."""
+        after = _validated_params(StepCursorSerializer, request)["after"]
         trace = self.get_object()
-        after = int(request.query_params.get("after", 0) or 0)
         steps = trace.steps.filter(step_number__gt=after).order_by("step_number")
         return Response(StepSerializer(steps, many=True).data)
 
 
 @extend_schema_view(
     list=extend_schema(
-        parameters=[
-            OpenApiParameter("trace", str),
-            OpenApiParameter("error_type", str),
-            OpenApiParameter("tool", str),
-        ]
-    )
+        parameters=[StepFilterSerializer],
+        responses={200: StepSerializer(many=True), 400: BAD_REQUEST, **AUTH_ERRORS},
+    ),
+    retrieve=extend_schema(responses={200: StepSerializer, 404: NOT_FOUND, **AUTH_ERRORS}),
 )
 class StepViewSet(viewsets.ReadOnlyModelViewSet):
+    """Steps of the traces the requesting user may see, newest first."""
+
     serializer_class = StepSerializer
+    lookup_value_regex = "[^/]+"
 
     def get_queryset(self) -> QuerySet[Step]:
         qs = steps_visible_to(user=self.request.user).order_by("-created_at")
-        params = self.request.query_params
-        if params.get("trace"):
-            qs = qs.filter(trace_id=params["trace"])
-        if params.get("error_type"):
-            qs = qs.filter(error_type=params["error_type"])
-        if params.get("tool"):
-            qs = qs.filter(tool_name=params["tool"])
+        if self.action == "list":
+            filters = _validated_params(StepFilterSerializer, self.request)
+            if "trace" in filters:
+                qs = qs.filter(trace_id=filters["trace"])
+            if "error_type" in filters:
+                qs = qs.filter(error_type=filters["error_type"])
+            if "tool" in filters:
+                qs = qs.filter(tool_name=filters["tool"])
         return qs

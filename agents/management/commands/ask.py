@@ -7,9 +7,11 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
+from agents.query_validation import validate_query_length
 from agents.services import DEFAULT_AGENT_SLUG, run_enqueue, run_execute
 from traces.models import Step, Trace
 from traces.services import trace_create
@@ -60,6 +62,10 @@ class Command(BaseCommand):
         query = options["query"].strip()
         if not query:
             raise CommandError("The question is empty.")
+        try:
+            validate_query_length(query)
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from exc
         try:
             agent = Agent.objects.get(slug=options["agent"], is_active=True)
         except Agent.DoesNotExist as exc:
@@ -124,7 +130,9 @@ class Command(BaseCommand):
     def _summary(self, trace: Trace) -> None:
         self.stdout.write("")
         self.stdout.write(
-            f"status: {trace.status}" + (f" ({trace.error_type})" if trace.error_type else "")
+            f"status: {trace.status}"
+            + (f" ({trace.error_type})" if trace.error_type else "")
+            + (f"  outcome: {trace.get_outcome_display()}" if trace.outcome else "")
         )
         self.stdout.write(
             f"steps: {trace.total_steps}  latency: {trace.total_latency_ms} ms  "

@@ -5,20 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from agents.services import agent_ensure_default, tools_sync
 from traces.classifier import errorrules_seed_defaults
-from traces.selectors import ROLE_ADMIN, ROLE_OPS, ROLE_SUPPORT
 
+# The groups are defined (and their permissions set) by the reviews app's roles_sync
+# command: the runtime sits below reviews and must not import it.
 DEMO_USERS = [
-    # username, password, role, is_superuser
-    ("support", "support-demo", ROLE_SUPPORT, False),
-    ("ops", "ops-demo", ROLE_OPS, False),
-    ("admin", "admin-demo", ROLE_ADMIN, True),
+    # username, password, group, is_staff and is_superuser (only admins use /admin/)
+    ("support", "support-demo", "support", False),
+    ("ops", "ops-demo", "ops", False),
+    ("admin", "admin-demo", "admin", True),
 ]
 
 
@@ -39,6 +40,7 @@ class Command(BaseCommand):
             errorrules_seed_defaults()
             agent = agent_ensure_default()
             tools = tools_sync(agents=[agent])
+            call_command("roles_sync", stdout=self.stdout)
             self._users()
         self.stdout.write(f"agent {agent.slug!r} with {len(tools)} tools")
         self.stdout.write("demo logins:")
@@ -50,18 +52,11 @@ class Command(BaseCommand):
 
     def _users(self) -> None:
         user_model = get_user_model()
-        view_perms = Permission.objects.filter(
-            content_type__app_label__in=["traces", "agents", "sandbox"],
-            codename__startswith="view_",
-        )
-        for username, password, role, superuser in DEMO_USERS:
-            group, _ = Group.objects.get_or_create(name=role)
-            if role in (ROLE_OPS, ROLE_ADMIN):
-                group.permissions.add(*view_perms)
-            user, created = user_model.objects.get_or_create(
-                username=username, defaults={"is_staff": True, "is_superuser": superuser}
-            )
+        for username, password, role, admin in DEMO_USERS:
+            user, created = user_model.objects.get_or_create(username=username)
             if created:
                 user.set_password(password)
-                user.save()
-            user.groups.add(group)
+            # Re-asserted on every seed: older seeds made every demo user staff.
+            user.is_staff = user.is_superuser = admin
+            user.save()
+            user.groups.set([Group.objects.get(name=role)])

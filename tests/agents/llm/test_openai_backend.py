@@ -352,3 +352,33 @@ def test_logs_are_structured_and_never_carry_the_api_key(
     assert records[1].__dict__["purpose"] == "reasoning"
     assert records[1].__dict__["attempts"] == 2
     assert all(API_KEY not in repr(r.__dict__) for r in records)
+
+
+@pytest.mark.parametrize("api_key", [API_KEY, "opaque-proxy-key-0123456789"])
+def test_a_401_body_echoing_the_key_never_reaches_the_error_or_the_logs(
+    openai_server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture, api_key: str
+) -> None:
+    # Given a server that quotes the key it was sent back in its 401 body
+    openai_server.enqueue(("echo_key", 401))
+    llm = OpenAILLM(
+        base_url=openai_server.base_url,
+        api_key=api_key,
+        model="test-model",
+        timeout=5.0,
+        max_retries=0,
+        temperature=0.2,
+        price_input_per_mtok=2.0,
+        price_output_per_mtok=8.0,
+        sleep=SleepRecorder(),
+    )
+
+    # When
+    with caplog.at_level(logging.DEBUG, logger="agents.llm.openai_backend"):
+        error = complete_error(llm)
+
+    # Then the server did echo it, and the error keeps the reason but not the key
+    assert api_key in openai_server.requests[0].headers["authorization"]
+    assert error.status_code == 401
+    assert "Incorrect API key provided: [REDACTED]" in str(error)
+    assert api_key not in str(error)
+    assert all(api_key not in repr(r.__dict__) for r in caplog.records)

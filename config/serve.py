@@ -1,0 +1,157 @@
+"""bin/serve: serve one installation in the shape its environment selects.
+
+Embedded shape: the web server alone (SQLite, runs on the in-process worker). Production
+shape (DATABASE_URL and REDIS_URL set): static files collected, `check --deploy` and the
+migration state reported, then the web server, WORKERS Celery worker processes and Celery
+beat, all supervised (config/supervisor.py). Non-interactive; SIGTERM or SIGINT stops every
+child. Honours HOST, PORT, WORKERS and WORKER_CONCURRENCY, from the environment or `.env`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+from config.shape import (
+    BASE_DIR,
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    PRODUCTION_SETTINGS,
+    dotenv_ensure_secret_key,
+    dotenv_load,
+    env_file_path,
+    sandbox_base_url_for,
+    settings_select,
+)
+from config.supervisor import Child, Supervisor
+
+logger = logging.getLogger("serve")
+
+
+def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
+    """The processes of the shape: the web server, plus Celery when runs go to Celery."""
+    python = sys.executable
+    host = environ_.get("HOST") or DEFAULT_HOST
+    port = environ_.get("PORT") or DEFAULT_PORT
+    web = Child(
+        name="web",
+        argv=[python, "-m", "daphne", "-b", host, "-p", port, "config.asgi:application"],
+        restart=False,
+    )
+    if not celery:
+        return [web]
+    workers = int(environ_.get("WORKERS") or 2)
+    concurrency = environ_.get("WORKER_CONCURRENCY") or "100"
+    children = [web]
+    for number in range(1, workers + 1):
+        # Threads pool: each task hands its run to the process's event loop, so one worker
+        # process holds many runs in flight while they wait on the model.
+        children.append(
+            Child(
+                name=f"worker{number}",
+                argv=[
+                    *(python, "-m", "celery", "-A", "config", "worker"),
+                    *("-Q", "agents,reflexion,default", "-P", "threads", "-c", concurrency),
+                    *("-n", f"worker{number}@%h", "--loglevel=INFO"),
+                ],
+            )
+        )
+    children.append(
+        Child(
+            name="beat",
+            argv=[
+                *(python, "-m", "celery", "-A", "config", "beat", "--loglevel=WARNING"),
+                *("--schedule", str(BASE_DIR / "var" / "celerybeat-schedule")),
+            ],
+        )
+    )
+    return children
+
+
+def _manage(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, str(BASE_DIR / "manage.py"), *args], check=False)
+
+
+def production_prepare() -> None:
+    """Collect static files (the manifest storage serves only collected ones), show what
+    `check --deploy` reports, and warn when the database lags behind the code."""
+    if _manage("collectstatic", "--noinput", "-v0").returncode != 0:
+        raise SystemExit("bin/serve: collectstatic failed; see above.")
+    if _manage("check", "--deploy").returncode != 0:
+        raise SystemExit("bin/serve: `manage.py check --deploy` found errors; see above.")
+    if _manage("migrate", "--check", "-v0").returncode != 0:
+        logger.warning("serve.unapplied_migrations hint=%s", "run `make migrate` and restart")
+
+
+def banner(*, celery: bool, environ_: dict[str, str], from_file: dict[str, str]) -> str:
+    host = environ_.get("HOST") or DEFAULT_HOST
+    port = environ_.get("PORT") or DEFAULT_PORT
+    if celery:
+        shape = (
+            f"production shape: PostgreSQL + Redis broker + {environ_.get('WORKERS') or 2} "
+            "Celery worker processes (restarted when they exit)"
+        )
+    else:
+        shape = "embedded: SQLite + in-process worker (no Redis)"
+    lines = [
+        "",
+        f"  Agent Ops is starting — {shape}",
+        f"  Settings:   {environ_['DJANGO_SETTINGS_MODULE']}"
+        f"  (env file: {env_file_path(environ_)})",
+        f"  URL:        http://{host}:{port}/",
+        f"  Admin:      http://{host}:{port}/admin/",
+        f"  API docs:   http://{host}:{port}/api/docs/",
+        f"  Sandbox:    {environ_['SANDBOX_BASE_URL']}",
+        "  Logins:     support / support-demo   ops / ops-demo   admin / admin-demo",
+        '  Try:        .venv/bin/python manage.py ask "Where is my order #W…?"'
+        "   (see the order printed above)",
+    ]
+    only_here = [
+        name
+        for name in ("DATABASE_URL", "REDIS_URL", "HOST", "PORT")
+        if name in environ_ and name not in from_file
+    ]
+    if only_here:
+        lines.append(
+            f"  Note:       set in this shell only, not in the env file: {', '.join(only_here)}."
+            " Another shell (manage.py ask) needs them too: put them in the env file."
+        )
+    return "\n".join([*lines, ""])
+
+
+def main(argv: list[str]) -> int:
+    """Serve; or, with ``ensure-secret-key``, only give the installation its secret key
+    (the Makefile does that before the first migrate)."""
+    if argv[1:] not in ([], ["ensure-secret-key"]):
+        print("usage: bin/serve [ensure-secret-key]", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", force=True
+    )
+    # Children import the project by module name (config.asgi, -A config).
+    os.chdir(BASE_DIR)
+    environ_ = os.environ
+    module = settings_select(target=environ_)
+    from_file: dict[str, str] = {}
+    dotenv_load(target=from_file, path=env_file_path(environ_))
+    if dotenv_ensure_secret_key(target=environ_, path=env_file_path(environ_)):
+        logger.info("serve.secret_key_written path=%s mode=600", env_file_path(environ_))
+    if argv[1:]:
+        return 0
+    environ_.setdefault("SANDBOX_BASE_URL", sandbox_base_url_for(environ_))
+    # The settings decide where runs execute; reading them configures nothing (no setup()).
+    from django.conf import settings
+
+    celery = settings.AGENT_EXECUTOR == "celery"
+    os.makedirs(BASE_DIR / "var", exist_ok=True)
+    if module == PRODUCTION_SETTINGS:
+        production_prepare()
+    print(banner(celery=celery, environ_=dict(environ_), from_file=from_file), flush=True)
+    supervisor = Supervisor(children_for(celery=celery, environ_=dict(environ_)))
+    return supervisor.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,81 @@
+"""The role groups: what the migration creates and what roles_sync re-asserts."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
+
+from reviews.roles import roles_sync
+
+pytestmark = pytest.mark.django_db
+
+OPS = {
+    "agents.start_run",
+    "traces.view_all_traces",
+    "reviews.review_strategies",
+    "sandbox.inject_faults",
+}
+
+
+def _held(role: str) -> set[str]:
+    return {
+        f"{app_label}.{codename}"
+        for app_label, codename in Group.objects.get(name=role).permissions.values_list(
+            "content_type__app_label", "codename"
+        )
+    }
+
+
+def _assert_roles() -> None:
+    assert _held("support") == {"agents.start_run"}
+    assert _held("ops") == OPS
+    assert _held("admin") == {
+        f"{app_label}.{codename}"
+        for app_label, codename in Permission.objects.values_list(
+            "content_type__app_label", "codename"
+        )
+    }
+
+
+def test_roles_sync_creates_the_groups_with_least_privilege() -> None:
+    Group.objects.all().delete()
+
+    roles_sync()
+
+    _assert_roles()
+
+
+def test_roles_sync_takes_back_a_permission_granted_by_hand() -> None:
+    roles_sync()
+    Group.objects.get(name="support").permissions.add(
+        Permission.objects.get(codename="inject_faults")
+    )
+
+    call_command("roles_sync", stdout=open("/dev/null", "w"))  # noqa: SIM115
+
+    assert _held("support") == {"agents.start_run"}
+
+
+def test_the_data_migration_creates_the_same_groups() -> None:
+    Group.objects.all().delete()
+    state = MigrationLoader(connection).project_state(("reviews", "0003_roles"))
+    migration = importlib.import_module("reviews.migrations.0003_roles")
+
+    migration.create_roles(state.apps, None)
+
+    _assert_roles()
+
+
+def test_the_admin_group_never_makes_anyone_staff(django_user_model: Any) -> None:
+    roles_sync()
+    user = django_user_model.objects.create_user("grp-admin", password="pw-grp-admin")
+    user.groups.add(Group.objects.get(name="admin"))
+
+    assert not user.is_staff
+    assert user.has_perm("sandbox.inject_faults")

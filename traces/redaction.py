@@ -1,0 +1,280 @@
+"""Redaction of secret-looking values from everything the project stores or logs.
+
+Two kinds of match, applied to text and, recursively, to JSON-like values:
+
+- **known secrets**, verbatim: the configured ``LLM_API_KEY`` and every value handed to
+  ``secret_register`` (tool credentials read from the environment at call time);
+- **patterns**: API keys of the common providers (``sk-...``, ``ghp_...``, ``AKIA...``,
+  JWTs, ...), ``Authorization:`` header values, bearer tokens, the password of a URL's
+  userinfo (``https://u:p@h``), ``password=`` / ``api_key=`` / ``token=`` style pairs in
+  query strings, JSON, Python reprs and log text, and card numbers (13 to 19 digits,
+  optionally grouped by spaces or dashes, starting 2-6 like every payment card, and
+  Luhn-valid, so that order numbers, tracking numbers and timestamps stay readable).
+
+In a dict, a value under a secret-looking key (``password``, ``apiKey``, ``X-Api-Key``,
+``client_secret``, ``refresh_token``, ...) is replaced whatever it is.
+
+This is the lowest layer: it imports nothing of the project, so that ``traces``,
+``agents`` and the logging configuration can all use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+REDACTED = "[REDACTED]"
+
+# A registered secret shorter than this would redact ordinary words and numbers.
+MIN_KNOWN_SECRET_LENGTH = 6
+
+_SECRET_WORDS = (
+    r"password|passwd|passphrase|pwd|secret|secret[_-]?key|client[_-]?secret|token"
+    r"|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?"
+)
+# A key whose last word is a secret word: ``api_key``, ``X-Api-Key``, ``refresh_token``,
+# but not ``max_tokens``, ``token_type`` or ``passenger``.
+_SECRET_KEY = re.compile(rf"(?:^|_)(?:{_SECRET_WORDS}|authorization|cookie|set_cookie)$")
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_KEY_SEPARATORS = re.compile(r"[-.\s]+")
+
+# Each family of patterns runs only when one of its trigger words occurs in the
+# lower-cased text: Python's regex engine is slow on case-insensitive alternations, and
+# most step text contains none of them.
+_FAMILIES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
+    (
+        ("authorization",),
+        # Authorization / Proxy-Authorization header values, to the end of the value.
+        re.compile(
+            r"(?P<head>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?P<value>[^\"'\r\n,}]+)",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        ("pass", "pwd", "secret", "token", "key", "credential"),
+        # name=value, "name": "value", 'name': 'value', name: value. The secret word must
+        # end the name (the separator follows), so ``max_tokens=5`` stays.
+        re.compile(
+            rf"(?P<head>(?:{_SECRET_WORDS})[\"']?\s*[:=]\s*)"
+            r"(?P<value>\"(?:[^\"\\\r\n]|\\.)*\"|'(?:[^'\\\r\n]|\\.)*'|[^\s&,;\"'{}\[\]()<>]+)",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        ("bearer",),
+        re.compile(r"(?P<head>\bbearer\s+)(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)", re.IGNORECASE),
+    ),
+    (
+        ("@",),
+        # The password of userinfo in any scheme's URL: https://user:pass@host
+        re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/:@?#]*:)(?P<value>[^\s/@?#]+)(?=@)"),
+    ),
+    (
+        ("sk-", "k_live_", "k_test_", "gh", "glpat-", "xox", "akia", "aiza", "hf_", "eyj"),
+        re.compile(
+            r"(?P<value>"
+            r"\bsk-[A-Za-z0-9_\-]{12,}"  # OpenAI, Anthropic and compatible proxies
+            r"|\b[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}"  # Stripe
+            r"|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"
+            r"|\bglpat-[A-Za-z0-9_\-]{20,}"  # GitLab
+            r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack
+            r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key id
+            r"|\bAIza[0-9A-Za-z_\-]{35}"  # Google API key
+            r"|\bhf_[A-Za-z0-9]{20,}"  # Hugging Face
+            r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWT
+            r")"
+        ),
+    ),
+)
+_CARD_CANDIDATE = re.compile(r"[2-6]\d(?:[ -]?\d){11,17}")
+
+_known_lock = threading.Lock()
+_registered: set[str] = set()
+
+
+def secret_register(value: str | None) -> None:
+    """Redact ``value`` verbatim from now on (a credential read from the environment)."""
+    if not value or len(value) < MIN_KNOWN_SECRET_LENGTH:
+        return
+    if value in _registered:
+        return
+    with _known_lock:
+        _registered.add(value)
+
+
+def secret_key_name(key: object) -> bool:
+    """True when a mapping key names a secret (``password``, ``apiKey``, ``X-Api-Key``)."""
+    if not isinstance(key, str):
+        return False
+    normalised = _KEY_SEPARATORS.sub("_", _CAMEL_BOUNDARY.sub("_", key.strip())).lower()
+    return bool(_SECRET_KEY.search(normalised))
+
+
+def redact_text(text: str, *, extra_secrets: Iterable[str] = ()) -> str:
+    """``text`` with every known secret and secret-looking value replaced by [REDACTED]."""
+    if not text:
+        return text
+    for secret in _known_secrets(extra_secrets):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    lowered = text.lower()
+    for triggers, pattern in _FAMILIES:
+        if any(trigger in lowered for trigger in triggers):
+            text = pattern.sub(_replace, text)
+    return _CARD_CANDIDATE.sub(_replace_card, text)
+
+
+def redact_known_secrets(text: str) -> str:
+    """``text`` with only the known secrets replaced: cheap, and leaves other data intact."""
+    if not text:
+        return text
+    for secret in _known_secrets(()):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def redact_value(value: Any, *, extra_secrets: Iterable[str] = ()) -> Any:
+    """A copy of a JSON-like value with secrets redacted from keys' values and all text."""
+    extra = tuple(extra_secrets)
+    if isinstance(value, str):
+        return redact_text(value, extra_secrets=extra)
+    if isinstance(value, dict):
+        return {
+            key: REDACTED
+            if secret_key_name(key) and item not in (None, "")
+            else redact_value(item, extra_secrets=extra)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_value(item, extra_secrets=extra) for item in value]
+    return value
+
+
+def _replace(match: re.Match[str]) -> str:
+    groups = match.groupdict()
+    head = groups.get("head") or ""
+    value = groups["value"]
+    quote = value[0] if head and value[:1] in {'"', "'"} and value[-1:] == value[:1] else ""
+    return f"{head}{quote}{REDACTED}{quote}"
+
+
+def _replace_card(match: re.Match[str]) -> str:
+    candidate = match.group(0)
+    start, end = match.span()
+    text = match.string
+    # Part of a longer number (a tracking number, an amount): not a card.
+    if (start and (text[start - 1].isdigit() or text[start - 1] == ".")) or (
+        end < len(text) and text[end].isdigit()
+    ):
+        return candidate
+    return REDACTED if _luhn_valid(candidate) else candidate
+
+
+def _luhn_valid(candidate: str) -> bool:
+    digits = [int(char) for char in candidate if char.isdigit()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for index, digit in enumerate(reversed(digits)):
+        if index % 2:
+            digit *= 2
+            if digit > 9:
+                digit -= 9
+        total += digit
+    return total % 10 == 0
+
+
+def _known_secrets(extra_secrets: Iterable[str]) -> list[str]:
+    from django.conf import settings
+
+    secrets = set(_registered)
+    if settings.configured:
+        secrets.add(getattr(settings, "LLM_API_KEY", "") or "")
+    secrets.update(extra_secrets)
+    # Longest first, so that a secret containing another is replaced whole.
+    return sorted(
+        (s for s in secrets if s and len(s) >= MIN_KNOWN_SECRET_LENGTH), key=len, reverse=True
+    )
+
+
+# Attributes every LogRecord has; anything else came in through ``extra=``.
+_STANDARD_RECORD_ATTRIBUTES = frozenset(
+    logging.LogRecord("", 0, "", 0, "", None, None).__dict__
+) | {"message", "asctime"}
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts a record's message, arguments, string extras and exception text in place.
+
+    Installed on the handlers in ``LOGGING``: a handler filter sees every record that
+    reaches the handler, whichever logger it came from. The record is rewritten rather
+    than copied, so handlers that run after this one see the redacted record too.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string must not lose the record
+            message = f"{record.msg!r} {record.args!r}"
+        record.msg = redact_text(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact_text(record.stack_info)
+        for name, value in list(record.__dict__.items()):
+            if name in _STANDARD_RECORD_ATTRIBUTES:
+                continue
+            if isinstance(value, str | dict | list | tuple):
+                record.__dict__[name] = redact_value(value)
+        return True
+
+
+class ClientErrorOneLineFilter(logging.Filter):
+    """Logs a 4xx response (403 above all) as one line with the path and the user id.
+
+    Django logs every ``PermissionDenied`` through ``django.request`` with the exception's
+    full traceback: an expected refusal then fills the log like a crash. Records with a
+    ``status_code`` below 500 from Django's loggers lose their traceback and gain ``path``
+    and ``user_id``; 5xx records are untouched and keep theirs.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status_code = getattr(record, "status_code", None)
+        if not isinstance(status_code, int) or not 400 <= status_code < 500:
+            return True
+        # Only Django's response logging: other records carry a status_code of their own
+        # (an upstream API's) and keep their message.
+        if not record.name.startswith("django.") or not hasattr(record, "request"):
+            return True
+        # Installed on the logger and on the handler: rewrite once.
+        if getattr(record, "one_line", False):
+            return True
+        request = getattr(record, "request", None)
+        path = str(getattr(request, "path", "") or "")
+        user = getattr(request, "user", None)
+        user_id = getattr(user, "pk", None) if getattr(user, "is_authenticated", False) else None
+        try:
+            message = record.getMessage()
+        except Exception:
+            message = str(record.msg)
+        record.msg = "%s status=%s path=%s user_id=%s"
+        record.args = (
+            message.replace("\r", "\\r").replace("\n", "\\n"),
+            status_code,
+            path.encode("unicode_escape").decode("ascii"),
+            user_id,
+        )
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        record.path = path
+        record.user_id = user_id
+        record.one_line = True
+        return True
