@@ -252,3 +252,16 @@ def test_a_question_asked_in_the_embed_stays_in_the_embed(
         response = client.post("/chat/embed/", {"query": "Is the Aurora jacket in stock?"})
     assert response.status_code == 302 and response["Location"] == "/chat/embed/"
     assert Trace.objects.get().source == "chat"
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_an_unfinished_run_streams_only_when_live_events_are_on(
+    client: Any, support_user: Any, support_agent: Any, settings: Any, live: bool
+) -> None:
+    settings.LIVE_RUN_EVENTS = live
+    client.force_login(support_user)
+    client.get("/")
+    run = _chat_run(support_agent, support_user, client.session["chat_session"], "Where?")
+    page = client.get("/").content.decode()
+    assert (f'data-stream="/ws/runs/{run.pk}/"' in page) is live
+    assert f'hx-get="/traces/{run.pk}/run/"' in page  # the polling fallback is always there
