@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
+from django.db.models import Count, Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from traces.models import ErrorType, Trace
+from traces.models import ErrorType, Feedback, Trace
 from traces.selectors import (
     TEXT_FILTER_MAX_LENGTH,
     run_for_chat,
@@ -55,7 +55,12 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
-    trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
+    trace = get_object_or_404(
+        traces_visible_to(user=request.user)
+        .select_related("handed_over_by")
+        .prefetch_related(Prefetch("feedback", queryset=Feedback.objects.select_related("user"))),
+        pk=trace_id,
+    )
     timeline = trace_timeline(trace=trace)
     return render(
         request,

@@ -89,3 +89,18 @@ def test_an_unknown_rating_is_refused(run: Trace, support_user: Any) -> None:
     with pytest.raises(ValueError):
         trace_feedback_record(trace_id=str(run.pk), user_id=support_user.pk, rating="meh")
     assert not Feedback.objects.exists()
+
+
+def test_the_trace_page_shows_the_handover_and_each_persons_vote(
+    client: Any, run: Trace, support_user: Any, support_user2: Any, ops_user: Any
+) -> None:
+    trace_handover(trace_id=str(run.pk), user_id=support_user.pk)
+    trace_feedback_record(trace_id=str(run.pk), user_id=support_user.pk, rating="up")
+    trace_feedback_record(trace_id=str(run.pk), user_id=support_user2.pk, rating="down")
+    run.refresh_from_db()
+    client.force_login(ops_user)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert f"handed over to a person {run.handed_over_at:%Y-%m-%d %H:%M}" in page
+    assert f"by {support_user.username}" in page
+    assert f"helpful ({support_user.username})" in page
+    assert f"not helpful ({support_user2.username})" in page

@@ -169,9 +169,9 @@ def test_detail_query_count_does_not_grow_with_steps(
         assert response.status_code == 200
         assert f'id="strategy-{produced.pk}"' in response.content.decode()
         counts.append(len(queries))
-    # session, user, the user's and the groups' permissions, trace, steps, strategies,
-    # their source traces
-    assert counts == [8, 8]
+    # session, user, the user's and the groups' permissions, trace, its feedback, steps,
+    # strategies, their source traces
+    assert counts == [9, 9]
 
 
 def test_detail_shows_lookups_rejections_and_other_phases_in_their_round(
