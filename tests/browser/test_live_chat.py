@@ -133,6 +133,12 @@ def test_live_steps_arrive_over_the_websocket(page: Any, served: ServedApp) -> N
     assert "thinking" in text and "calling a tool" in text and "observation" in text
     assert "reflection" in text
     assert served.demo_order in page.inner_text(f"#run-{run_id} .draft")
+    # the copy button puts the draft on the clipboard
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served.url)
+    page.click(f"#run-{run_id} button[data-copy]")
+    page.wait_for_selector(f"#run-{run_id} button[data-copy]:text('Copied')")
+    draft = page.inner_text(f"#run-{run_id} .draft")
+    assert page.evaluate("navigator.clipboard.readText()") == draft
     # the answer's actions work on the live-rendered block (htmx processed it)
     page.click(f"#run-{run_id} button[name=rating][value=up]")
     page.wait_for_selector(f'#run-{run_id} button[value=up][aria-pressed="true"]')
