@@ -5,9 +5,10 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
-from traces.models import Step, Trace
+from traces.models import Job, Step, Trace
 
 VIEW_ALL_TRACES = "traces.view_all_traces"
+VIEW_JOBS = "traces.view_job"
 
 
 def user_sees_all_traces(user: AbstractBaseUser | AnonymousUser) -> bool:
@@ -27,3 +28,20 @@ def traces_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Tra
 
 def steps_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Step]:
     return Step.objects.filter(trace__in=traces_visible_to(user=user).values("pk"))
+
+
+def user_can_view_jobs(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(user.has_perm(VIEW_JOBS))  # type: ignore[union-attr]
+
+
+def jobs_running(*, limit: int = 50) -> QuerySet[Job]:
+    """Running jobs, oldest first: the ones someone is waiting on longest lead."""
+    return Job.objects.filter(status=Job.Status.RUNNING).order_by("started_at", "id")[:limit]
+
+
+def jobs_ended(*, kind: str = "", limit: int = 50) -> QuerySet[Job]:
+    """The most recent ended jobs (bounded: the table only grows)."""
+    qs = Job.objects.exclude(status=Job.Status.RUNNING)
+    if kind:
+        qs = qs.filter(kind=kind)
+    return qs.order_by("-started_at", "-id")[:limit]
