@@ -135,7 +135,8 @@ def policy_version_diff(request: HttpRequest) -> HttpResponse:
         if old is not None and new is not None
         else []
     )
-    numbers = list(PolicyVersion.objects.order_by("-number").values_list("number", flat=True)[:200])
+    recent = PolicyVersion.objects.order_by("-number").values_list("number", flat=True)[:200]
+    numbers = sorted({*recent, *(v.number for v in (old, new) if v is not None)}, reverse=True)
     return render(
         request,
         "policies/diff.html",
@@ -144,10 +145,13 @@ def policy_version_diff(request: HttpRequest) -> HttpResponse:
             "new": new,
             "a": a,
             "b": b,
+            # Until two are picked, offer the newest version against its predecessor.
+            "pick_a": a if a is not None else (numbers[1] if len(numbers) > 1 else None),
+            "pick_b": b if b is not None else (numbers[0] if numbers else None),
             "rows": rows,
             "changed": sum(1 for row in rows if row.tag not in ("equal", "skip")),
             "numbers": numbers,
-            "missing": [n for n in (a, b) if n is not None and n not in numbers],
+            "missing": [n for n, v in ((a, old), (b, new)) if n is not None and v is None],
         },
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from django.contrib import messages
@@ -9,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
@@ -75,6 +77,21 @@ AUDIT_ACTIONS = (
 )
 
 
+# Audit targets that name a page of their own.
+_TARGET_PAGES = (
+    (re.compile(r"S(\d{1,10})"), "policies:strategy"),
+    (re.compile(r"v(\d{1,10})"), "policies:version"),
+)
+
+
+def _target_url(target: str) -> str:
+    for pattern, name in _TARGET_PAGES:
+        found = pattern.fullmatch(target)
+        if found:
+            return reverse(name, args=[int(found.group(1))])
+    return ""
+
+
 def _aware(value: str) -> datetime | None:
     try:
         parsed = parse_datetime(value.strip()[:40]) if value.strip() else None
@@ -120,7 +137,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         request,
         "reviews/audit.html",
         {
-            "entries": entries,
+            "entries": [(entry, _target_url(entry.target)) for entry in entries],
             "filters": filters,
             "raw": {key: get.get(key, "") for key in ("since", "until")},
             "paged": bool(get.get("after")),

@@ -245,3 +245,23 @@ def job_running(*, kind: str, name: str, total: int = 0, message: str = "") -> I
         job_finish(job_id=job.pk, ok=False, message=f"{type(exc).__name__}: {exc}")
         raise
     job_finish(job_id=job.pk)
+
+
+# A job that has not reported for this long lost the process running it (a killed command,
+# a worker restart): no phase of the reflexion, replay or benchmark work takes this long.
+JOB_STALE_AFTER = timedelta(minutes=30)
+
+
+def jobs_abandon_stale(*, older_than: timedelta = JOB_STALE_AFTER) -> int:
+    """Fail running jobs that stopped reporting ``older_than`` ago; how many there were."""
+    now = timezone.now()
+    minutes = int(older_than.total_seconds() // 60)
+    count = Job.objects.filter(status=Job.Status.RUNNING, updated_at__lt=now - older_than).update(
+        status=Job.Status.FAILED,
+        finished_at=now,
+        updated_at=now,
+        message=f"no progress for {minutes} min: the process running it has likely ended",
+    )
+    if count:
+        logger.warning("job.abandoned", extra={"count": count})
+    return count

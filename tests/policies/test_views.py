@@ -292,3 +292,13 @@ def test_page_queries_stay_fixed_as_versions_strategies_and_history_grow(
     after["strategy"] = _queries(client, f"/policies/strategies/{strategies[0].pk}/")
 
     assert after == before
+
+
+def test_the_diff_offers_the_newest_version_against_its_predecessor(
+    two_versions: tuple[PolicyVersion, PolicyVersion], ops_user: Any
+) -> None:
+    page = _client(ops_user).get("/policies/diff/").content.decode()
+
+    assert '<select name="a"><option value="2">v2</option><option value="1" selected>' in page
+    assert '<select name="b"><option value="2" selected>' in page
+    assert "Pick two versions above" in page

@@ -162,3 +162,15 @@ def test_queries_stay_fixed_and_never_count_as_the_log_grows(
     assert len(audit_sql) == 1
     assert "COUNT(" not in audit_sql[0].upper()
     assert "LIMIT 51" in audit_sql[0]
+
+
+def test_strategies_and_versions_in_the_log_link_to_their_pages(admin_role_user: Any) -> None:
+    _entries(1, target="S12")
+    _entries(1, target="v3", action="policy_version.create")
+    _entries(1, target="review 4", action="review.approve")
+
+    page = _client(admin_role_user).get("/reviews/audit/").content.decode()
+
+    assert '<a href="/policies/strategies/12/" title="open S12">' in page
+    assert '<a href="/policies/versions/3/" title="open v3">' in page
+    assert 'title="open review 4"' not in page

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import close_old_connections, connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from traces.models import Job
 from traces.services import job_finish, job_progress, job_running, job_start
+from traces.tasks import sweep_stuck_runs
 
 pytestmark = pytest.mark.django_db
 
@@ -148,3 +151,17 @@ def test_the_jobs_page_holds_its_query_count_as_jobs_pile_up(ops_user: Any, path
 
     assert len(many) == len(few)
     assert page.count('<tr id="job-') == 100  # 50 running and 50 ended, bounded
+
+
+def test_the_sweeper_fails_jobs_that_stopped_reporting() -> None:
+    stale = job_start(kind=Job.Kind.BENCHMARK, name="killed bench", total=9)
+    fresh = job_start(kind=Job.Kind.REPLAY, name="replay in progress", total=1)
+    Job.objects.filter(pk=stale.pk).update(updated_at=timezone.now() - timedelta(minutes=31))
+
+    sweep_stuck_runs()
+
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stale.status == "failed" and "no progress for 30 min" in stale.message
+    assert stale.finished_at is not None
+    assert fresh.status == "running"
