@@ -1,6 +1,7 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
-from traces.models import ErrorRule, Step, Trace
+from traces.models import ErrorRule, Job, Step, Trace
 
 
 class StepInline(admin.TabularInline):
@@ -78,3 +79,15 @@ class ErrorRuleAdmin(admin.ModelAdmin):
     list_editable = ["enabled"]
     list_filter = ["source", "error_type", "enabled"]
     ordering = ["position"]
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    """Jobs report on themselves: read-only here, the Jobs page shows them live."""
+
+    list_display = ["started_at", "kind", "name", "status", "done", "total", "finished_at"]
+    list_filter = ["kind", "status"]
+    readonly_fields = [f.name for f in Job._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
