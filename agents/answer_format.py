@@ -41,6 +41,7 @@ from agents.observation import (
 
 # The list under a product that holds its sellable variants.
 VARIANTS_KEY = re.compile(r"sku|variant", re.IGNORECASE)
+SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 # Every value the step rewrites has a digit or is a code in capitals: the rest is prose.
 MAY_HOLD_VALUES = re.compile(r"\d|\b[A-Z]{2,}[-_][A-Z0-9]")
 DEFAULT_LOCALE = "en_US"
@@ -362,11 +363,11 @@ def _same_day(day: str, index: _Index) -> _Source | None:
 
 
 def _named_already(answer: str, start: int, end: int, name: str) -> bool:
-    """Whether the answer already names the product right where the code stands."""
-    before = answer[max(0, start - len(name) - 3) : start]
-    return name.lower() in before.lower() or answer[end : end + 2 + len(name)].lower().startswith(
-        f" ({name.lower()}"
-    )
+    """Whether the sentence around the code already names its product."""
+    breaks = [m.end() for m in SENTENCE_END.finditer(answer)]
+    sentence_start = max((i for i in breaks if i <= start), default=0)
+    sentence_end = min((i for i in breaks if i >= end), default=len(answer))
+    return name.lower() in answer[sentence_start:sentence_end].lower()
 
 
 def _money_value(text: str, index: _Index) -> tuple[Decimal, str, _Source] | None:

@@ -153,6 +153,8 @@ def test_a_product_name_comes_from_the_product_above_its_variants() -> None:
     "answer",
     [
         "Sonora Wireless Headphones (SWH-2041-BLK) is in stock.",  # already named
+        "The Sonora Wireless Headphones, SKU SWH-2041-BLK, are in stock.",
+        "Sonora Wireless Headphones cost $129.99 and SWH-2041-BLK is in stock.",
         "ABC-1234-XYZ is in stock.",  # no observation maps it
     ],
 )
