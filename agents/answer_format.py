@@ -12,6 +12,8 @@ answer, rewrites exactly those values the run's successful observations back:
 
 Every value it rewrites is recorded as a ``Fact``: the text the customer reads, the value
 the observation holds, the field it came from and the step that recorded the observation.
+Dates, currency-marked amounts and product names the model already wrote for the customer
+are traced the same way (``rewritten=False``) and left as they are.
 Values no observation maps are left exactly as the model wrote them. Pure and
 deterministic: the same answer, evidence and style give the same text.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -31,6 +33,7 @@ from babel import Locale, UnknownLocaleError
 from babel.dates import format_date, format_time, get_datetime_format, get_timezone_name
 from babel.numbers import format_currency
 
+from agents.grounding import written_values
 from agents.observation import (
     CURRENCY_KEYS,
     MONEY_KEY,
@@ -42,8 +45,6 @@ from agents.observation import (
 # The list under a product that holds its sellable variants.
 VARIANTS_KEY = re.compile(r"sku|variant", re.IGNORECASE)
 SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
-# Every value the step rewrites has a digit or is a code in capitals: the rest is prose.
-MAY_HOLD_VALUES = re.compile(r"\d|\b[A-Z]{2,}[-_][A-Z0-9]")
 DEFAULT_LOCALE = "en_US"
 DEFAULT_TIME_ZONE = "UTC"
 
@@ -86,13 +87,14 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Fact:
-    """One rewritten value: what the customer reads and where it comes from."""
+    """One traced value: what the customer reads and where it comes from."""
 
     text: str
     value: str
     kind: str  # date | amount | product
     step: int
     field: str
+    rewritten: bool = True  # False: the model already wrote it this way
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -294,7 +296,7 @@ def answer_format(
     *, answer: str, evidence: Sequence[Evidence], style: AnswerStyle
 ) -> FormattedAnswer:
     """``answer`` with ISO dates, bare amounts and SKU codes made readable, and its facts."""
-    if not evidence or not MAY_HOLD_VALUES.search(answer):
+    if not evidence:
         return FormattedAnswer(text=answer, facts=())
     index = _index(evidence)
     facts: list[Fact] = []
@@ -350,7 +352,70 @@ def _rewrites(answer: str, index: _Index, style: AnswerStyle) -> list[tuple[int,
         text = format_amount(number, currency, style)
         fact = Fact(text, f"{match.group(0)} {currency}", "amount", source.step, source.field)
         found.append((*match.span(), text, fact))
+    found += _written_facts(answer, index, style, claim, named={f.value for *_, f in found})
     return sorted(found, key=lambda item: item[0])
+
+
+def _written_facts(
+    answer: str,
+    index: _Index,
+    style: AnswerStyle,
+    claim: Callable[[int, int], bool],
+    *,
+    named: set[str],
+) -> list[tuple[int, int, str, Fact]]:
+    """Facts the model already wrote for the customer, traced but left as written."""
+    found: list[tuple[int, int, str, Fact]] = []
+    by_day = _dates_by_day(index, style)
+    for value in written_values(answer, locale=style.locale):
+        if value.dates:
+            day = next((day for day in value.dates if day in by_day), None)
+            if day is None or not claim(value.start, value.end):
+                continue
+            iso, source = by_day[day]
+            fact = Fact(value.text, iso, "date", source.step, source.field, rewritten=False)
+        else:
+            amount = next(
+                (
+                    (number, known)
+                    for number in value.amounts
+                    if (known := index.money.get(number)) and known[0] in value.currencies
+                ),
+                None,
+            )
+            if amount is None or not claim(value.start, value.end):
+                continue
+            number, (currency, source) = amount
+            fact = Fact(value.text, f"{number} {currency}", "amount", *_at(source), rewritten=False)
+        found.append((value.start, value.end, value.text, fact))
+    for sku, (name, source) in index.products.items():
+        if sku in named:
+            continue
+        for match in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", answer, re.IGNORECASE):
+            if claim(*match.span()):
+                fact = Fact(match.group(0), sku, "product", *_at(source), rewritten=False)
+                found.append((*match.span(), match.group(0), fact))
+                break
+    return found
+
+
+def _dates_by_day(index: _Index, style: AnswerStyle) -> dict[date, tuple[str, _Source]]:
+    """Each observed ISO value under the calendar day it falls on for the customer."""
+    days: dict[date, tuple[str, _Source]] = {}
+    for value, source in index.dates.items():
+        match = ISO_VALUE.fullmatch(value)
+        if match is None:
+            continue
+        try:
+            days[date.fromisoformat(match.group("date"))] = (value, source)
+            if match.group("time") and match.group("zone"):
+                moment = datetime.fromisoformat(
+                    f"{match.group('date')}T{match.group('time')}{_offset(match.group('zone'))}"
+                )
+                days[moment.astimezone(_zone(style)).date()] = (value, source)
+        except ValueError:
+            continue
+    return days
 
 
 def _at(source: _Source) -> tuple[int, str]:

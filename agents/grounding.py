@@ -707,3 +707,57 @@ def answer_judge(
             reason=f"the request ({intent.value}) needs shop data but no tool call succeeded"
         )
     return Verdict(outcome=Outcome.ANSWERED_WITHOUT_DATA)
+
+
+# --- facts as a customer reads them, for tracing ---------------------------------------
+
+
+@dataclass(frozen=True)
+class WrittenValue:
+    """A date or an amount as the answer writes it, with what it can mean."""
+
+    start: int
+    end: int
+    text: str
+    dates: tuple[date, ...] = ()
+    amounts: frozenset[Decimal] = frozenset()
+    currencies: frozenset[str] = frozenset()
+
+
+def written_values(text: str, *, locale: str = "") -> list[WrittenValue]:
+    """The dates and the currency-marked amounts ``text`` writes in a customer's style,
+    read the way the grounding check reads them (month names of ``locale`` included)."""
+    found: list[WrittenValue] = []
+    for match in _named_date(locale).finditer(text):
+        day = int(match.group("d1") or match.group("d2"))
+        month = _month_names(locale)[(match.group("m1") or match.group("m2")).lower().rstrip(".")]
+        year = match.group("y1") or match.group("y2")
+        if year and (written := _is_date(int(year), month, day)):
+            found.append(WrittenValue(*match.span(), match.group(0), dates=(written,)))
+    for match in _NUMERIC_DATE.finditer(text):
+        if match.group("y2"):
+            year, readings = (
+                int(match.group("y2")),
+                [(int(match.group("m2")), int(match.group("d2")))],
+            )
+        else:
+            year = int(match.group("y")) + (2000 if len(match.group("y")) == 2 else 0)
+            first, second = int(match.group("a")), int(match.group("b"))
+            readings = [(second, first), (first, second)]
+        days = tuple(d for m, d_ in readings if (d := _is_date(year, m, d_)))
+        if days:
+            found.append(WrittenValue(*match.span(), match.group(0), dates=days))
+    for match in _AMOUNT.finditer(text):
+        mark = match.group("pre") or match.group("post")
+        currencies = _CURRENCY_SIGNS.get(mark.lower(), {mark} if mark in _CURRENCY_CODES else set())
+        if currencies:
+            number = match.group("n1") or match.group("n2")
+            found.append(
+                WrittenValue(
+                    *match.span(),
+                    match.group(0),
+                    amounts=frozenset(_number_readings(number)),
+                    currencies=frozenset(currencies),
+                )
+            )
+    return sorted(found, key=lambda value: value.start)

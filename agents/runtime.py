@@ -616,15 +616,16 @@ class AgentRun:
         self._move(RunState.EXECUTING_TOOL)
 
     def _readable(self, answer: str) -> tuple[str, list[dict[str, Any]]]:
-        """The accepted answer in the customer's style, and the facts it rewrote.
+        """The accepted answer in the customer's style, and the facts it traced.
 
         The rewrite only re-expresses values the observations hold; the grounding check
         runs again on the result so that a formatting fault can never put an unsupported
         fact in front of a customer (the answer as the model wrote it goes out instead).
         """
         formatted = answer_format(answer=answer, evidence=self.memory.evidence, style=self.style)
-        if not formatted.facts:
-            return answer, []
+        facts = [fact.as_dict() for fact in formatted.facts]
+        if formatted.text == answer:
+            return answer, facts
         problem = unsupported_fact(
             answer=formatted.text,
             query=self.query,
@@ -638,7 +639,7 @@ class AgentRun:
                 "answer.format_rejected", extra={"trace_id": self.trace_id, "reason": problem}
             )
             return answer, []
-        return formatted.text, [fact.as_dict() for fact in formatted.facts]
+        return formatted.text, facts
 
     def _apply_policy_inputs(self, call: ValidatedCall) -> ValidatedCall | ValidationFailure:
         """Policy adapters transform the input; policy validation rules then check it."""

@@ -222,3 +222,55 @@ def test_an_unusable_style_falls_back_to_the_defaults() -> None:
     assert answer_style(locale="de-DE", time_zone="Europe/Berlin") == AnswerStyle(
         "de_DE", "Europe/Berlin"
     )
+
+
+def test_facts_the_model_already_wrote_for_the_customer_are_traced_as_written() -> None:
+    answer = (
+        "Your Sonora Wireless Headphones cost $259.98 in total and arrived on "
+        "November 28, 2026 (expected 11/27/2026)."
+    )
+
+    result = answer_format(answer=answer, evidence=[ORDER], style=US)
+
+    assert result.text == answer
+    assert result.facts == (
+        Fact(
+            "Sonora Wireless Headphones",
+            "SWH-2041-BLK",
+            "product",
+            4,
+            "items.product_name",
+            rewritten=False,
+        ),
+        Fact("$259.98", "259.98 USD", "amount", 4, "total", rewritten=False),
+        Fact(
+            "November 28, 2026",
+            "2026-11-28T23:30:00Z",
+            "date",
+            4,
+            "shipping.delivered_at",
+            rewritten=False,
+        ),
+        Fact("11/27/2026", "2026-11-27", "date", 4, "shipping.estimated_delivery", rewritten=False),
+    )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "It cost €259.98.",  # the right number in another currency
+        "It arrived on November 30, 2026.",  # a day no observation holds
+    ],
+)
+def test_written_values_no_observation_holds_are_not_traced(answer: str) -> None:
+    assert answer_format(answer=answer, evidence=[ORDER], style=US).facts == ()
+
+
+def test_a_product_named_without_any_number_is_traced() -> None:
+    result = answer_format(
+        answer="The sonora wireless headphones are in stock.", evidence=[ORDER], style=US
+    )
+
+    assert [(f.text, f.value, f.step) for f in result.facts] == [
+        ("sonora wireless headphones", "SWH-2041-BLK", 4)
+    ]
