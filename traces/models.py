@@ -77,6 +77,9 @@ class Trace(models.Model):
         related_name="traces",
     )
     source = models.CharField(max_length=20, default="api")  # api | cli | chat | bench
+    # The customer's style for the answer (BCP 47 tag, IANA zone); blank: the site default.
+    locale = models.CharField(max_length=35, blank=True)
+    time_zone = models.CharField(max_length=64, blank=True)
     llm_backend = models.CharField(max_length=20)
     llm_model = models.CharField(max_length=100, blank=True)
     policy_version = models.CharField(max_length=40, blank=True)

@@ -35,6 +35,8 @@ def trace_create(
     session_id: str = "",
     created_by_id: int | None = None,
     source: str = "api",
+    locale: str = "",
+    time_zone: str = "",
 ) -> Trace:
     # A customer may paste a card number or a password; the run never needs it verbatim.
     query = redact_text(query)
@@ -48,6 +50,8 @@ def trace_create(
         session_id=session_id,
         created_by_id=created_by_id,
         source=source,
+        locale=locale,
+        time_zone=time_zone,
     )
     # A stable bucket 0..99 per run: canary rollouts route by it.
     trace.policy_bucket = trace.id.int % 100
