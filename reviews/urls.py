@@ -7,4 +7,5 @@ urlpatterns = [
     path("", views.review_queue, name="queue"),
     path("<int:item_id>/decide/", views.review_decide, name="decide"),
     path("feedback/<uuid:trace_id>/", views.run_feedback, name="feedback"),
+    path("audit/", views.audit_log, name="audit"),
 ]

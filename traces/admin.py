@@ -1,6 +1,7 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
-from traces.models import ErrorRule, Feedback, Step, Trace
+from traces.models import ErrorRule, Feedback, Job, Step, Trace
 
 
 class StepInline(admin.TabularInline):
@@ -87,3 +88,15 @@ class FeedbackAdmin(admin.ModelAdmin):
     search_fields = ["trace__id", "user__username", "comment"]
     raw_id_fields = ["trace", "user"]
     list_select_related = ["user"]
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    """Jobs report on themselves: read-only here, the Jobs page shows them live."""
+
+    list_display = ["started_at", "kind", "name", "status", "done", "total", "finished_at"]
+    list_filter = ["kind", "status"]
+    readonly_fields = [f.name for f in Job._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

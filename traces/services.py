@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from traces.live import status_publish_on_commit, step_publish_on_commit
-from traces.models import Feedback, Step, Trace
+from traces.models import Feedback, Job, Step, Trace
 from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ def trace_create(
     session_id: str = "",
     created_by_id: int | None = None,
     source: str = "api",
+    locale: str = "",
+    time_zone: str = "",
 ) -> Trace:
     # A customer may paste a card number or a password; the run never needs it verbatim.
     query = redact_text(query)
@@ -47,6 +51,8 @@ def trace_create(
         session_id=session_id,
         created_by_id=created_by_id,
         source=source,
+        locale=locale,
+        time_zone=time_zone,
     )
     # A stable bucket 0..99 per run: canary rollouts route by it.
     trace.policy_bucket = trace.id.int % 100
@@ -235,3 +241,81 @@ def trace_feedback_record(
         "trace.feedback", extra={"trace_id": str(trace_id), "user_id": user_id, "rating": rating}
     )
     return feedback, turned_down
+
+
+# --- long jobs ----------------------------------------------------------------------------
+# Progress is written with single conditional UPDATEs (F() increments, filtered on status):
+# several workers may report on one job, and a finished job never moves again.
+
+
+def job_start(*, kind: str, name: str, total: int = 0, message: str = "") -> Job:
+    """Record that a long job began; ``total`` is 0 while its size is unknown."""
+    if kind not in Job.Kind.values:
+        raise ValueError(f"unknown job kind {kind!r}")
+    job = Job.objects.create(kind=kind, name=name[:120], total=max(0, total), message=message[:300])
+    logger.info("job.start", extra={"job_id": job.pk, "kind": kind, "total": total})
+    return job
+
+
+def job_progress(
+    *, job_id: int, advance: int = 1, total: int | None = None, message: str | None = None
+) -> bool:
+    """Count ``advance`` more units done; False when the job already ended."""
+    updates: dict[str, object] = {"done": F("done") + advance, "updated_at": timezone.now()}
+    if total is not None:
+        updates["total"] = max(0, total)
+    if message is not None:
+        updates["message"] = message[:300]
+    return bool(Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(**updates))
+
+
+def job_finish(
+    *, job_id: int, ok: bool = True, message: str | None = None, result_url: str = ""
+) -> bool:
+    """End a running job; a finished one stays as it ended (False)."""
+    now = timezone.now()
+    updates: dict[str, object] = {
+        "status": Job.Status.FINISHED if ok else Job.Status.FAILED,
+        "finished_at": now,
+        "updated_at": now,
+    }
+    if message is not None:
+        updates["message"] = message[:300]
+    if result_url:
+        updates["result_url"] = result_url[:300]
+    ended = bool(Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(**updates))
+    if ended:
+        logger.info("job.finish", extra={"job_id": job_id, "ok": ok})
+    return ended
+
+
+@contextlib.contextmanager
+def job_running(*, kind: str, name: str, total: int = 0, message: str = "") -> Iterator[Job]:
+    """A job around a block: finished when the block ends, failed when it raises."""
+    job = job_start(kind=kind, name=name, total=total, message=message)
+    try:
+        yield job
+    except BaseException as exc:
+        job_finish(job_id=job.pk, ok=False, message=f"{type(exc).__name__}: {exc}")
+        raise
+    job_finish(job_id=job.pk)
+
+
+# A job that has not reported for this long lost the process running it (a killed command,
+# a worker restart): no phase of the reflexion, replay or benchmark work takes this long.
+JOB_STALE_AFTER = timedelta(minutes=30)
+
+
+def jobs_abandon_stale(*, older_than: timedelta = JOB_STALE_AFTER) -> int:
+    """Fail running jobs that stopped reporting ``older_than`` ago; how many there were."""
+    now = timezone.now()
+    minutes = int(older_than.total_seconds() // 60)
+    count = Job.objects.filter(status=Job.Status.RUNNING, updated_at__lt=now - older_than).update(
+        status=Job.Status.FAILED,
+        finished_at=now,
+        updated_at=now,
+        message=f"no progress for {minutes} min: the process running it has likely ended",
+    )
+    if count:
+        logger.warning("job.abandoned", extra={"count": count})
+    return count

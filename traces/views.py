@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from traces.models import ErrorType, Feedback, Trace
+from traces.models import ErrorType, Feedback, Job, Trace
 from traces.selectors import (
     TEXT_FILTER_MAX_LENGTH,
+    jobs_ended,
+    jobs_running,
     run_for_chat,
     runs_for_chat,
     strategy_ids_applied,
     trace_timeline,
     traces_matching_text,
     traces_visible_to,
+    user_can_view_jobs,
 )
 
 
@@ -90,3 +94,28 @@ def run_answer_response(request: HttpRequest, *, trace_id: str) -> HttpResponse:
     ):
         back = "/"
     return redirect(f"{back}#run-{trace_id}")
+
+
+def _jobs_context(request: HttpRequest) -> dict[str, object]:
+    if not user_can_view_jobs(request.user):
+        raise PermissionDenied("Only ops staff and admins watch jobs.")
+    kind = request.GET.get("kind", "")
+    kind = kind if kind in Job.Kind.values else ""
+    return {
+        "running": list(jobs_running()),
+        "ended": list(jobs_ended(kind=kind)),
+        "kind": kind,
+        "kinds": Job.Kind.choices,
+    }
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    """Long jobs: the running ones with their progress above the most recent ended ones."""
+    return render(request, "traces/jobs.html", _jobs_context(request))
+
+
+@login_required
+def job_list_partial(request: HttpRequest) -> HttpResponse:
+    """The jobs block alone; htmx polls it (fast while a job runs, slowly otherwise)."""
+    return render(request, "traces/_jobs.html", _jobs_context(request))

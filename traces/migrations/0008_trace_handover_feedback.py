@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('traces', '0005_trace_view_all_traces_permission'),
+        ('traces', '0007_trace_answer_style'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviews', '0003_roles'),
-        ('traces', '0006_trace_handover_feedback'),
+        ('reviews', '0005_auditlog_indexes'),
+        ('traces', '0008_trace_handover_feedback'),
     ]
 
     operations = [
