@@ -253,3 +253,28 @@ def test_a_run_that_ends_before_its_last_step_event_still_sends_that_step_first(
         return [*steps, status["status"]]
 
     assert async_to_sync(scenario)() == [3, "finished"]
+
+
+def test_model_text_in_a_streamed_step_is_escaped(support_agent: Any, support_users: Any) -> None:
+    trace = make_run(support_agent, support_users[0])
+    Step.objects.create(
+        trace=trace,
+        step_number=1,
+        phase="reasoning",
+        thought='<img src=x onerror="alert(1)">',
+        action_type="tool",
+        tool_name="get_order",
+        action_input={"order_id": "</code><script>alert(2)</script>"},
+        started_at=timezone.now(),
+    )
+
+    async def scenario() -> dict:
+        comm = communicator(trace, support_users[0])
+        await comm.connect(timeout=RECEIVE_TIMEOUT)
+        message = await comm.receive_json_from(timeout=RECEIVE_TIMEOUT)
+        await comm.disconnect()
+        return message
+
+    html = async_to_sync(scenario)()["html"]
+    assert "<img" not in html and "<script>" not in html
+    assert "&lt;img src=x" in html and "&lt;script&gt;alert(2)" in html
