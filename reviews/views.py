@@ -33,9 +33,7 @@ def review_decide(request: HttpRequest, item_id: int) -> HttpResponse:
         raise PermissionDenied("Only ops staff and admins review strategies.")
     form = ReviewDecisionForm(request.POST)
     if not form.is_valid():
-        for errors in form.errors.values():
-            for error in errors:
-                messages.error(request, error)
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
         return redirect("reviews:queue")
     decision = form.cleaned_data["decision"]
     note = form.cleaned_data["note"]
