@@ -133,3 +133,19 @@ def test_a_bad_decision_form_is_refused_with_a_message_and_decides_nothing(
     assert message in response.content.decode()
     proposed.refresh_from_db()
     assert proposed.status == "open"
+
+
+@pytest.mark.parametrize("decide", [review_item_approve, review_item_reject])
+def test_a_secret_pasted_into_a_review_note_is_redacted_in_the_item_and_the_audit_log(
+    proposed: ReviewItem, ops_user: Any, decide: Any
+) -> None:
+    secret = "sk-proj-Zq8V3xN1pL5mR7tY9wB2cD4f"
+
+    decide(item_id=proposed.pk, user=ops_user, note=f"the proxy echoed {secret}")
+
+    proposed.refresh_from_db()
+    assert secret not in proposed.decision_note
+    assert "[REDACTED]" in proposed.decision_note
+    audit = AuditLog.objects.get(action__startswith="review.")
+    assert secret not in str(audit.details)
+    assert audit.details["note"] == "the proxy echoed [REDACTED]"
