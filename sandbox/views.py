@@ -572,6 +572,14 @@ def _fault_injector_or_error(request: HttpRequest) -> JsonResponse | None:
         if user is None or not user.has_perm(INJECT_FAULTS):
             return _error(403, "forbidden", _NEEDS_PERMISSION)
         return None
+    scheme = header.split(" ", 1)[0]
+    if scheme:
+        # An ops user with an /api/ token would otherwise read "permission required".
+        return _error(
+            403,
+            "forbidden",
+            f"the fault API takes HTTP Basic or a signed-in session, not {scheme!r} credentials",
+        )
     if not request.user.has_perm(INJECT_FAULTS):
         return _error(403, "forbidden", _NEEDS_PERMISSION)
     if request.method not in SAFE_METHODS:
