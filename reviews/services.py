@@ -11,6 +11,7 @@ from django.utils import timezone
 from policies.models import Strategy
 from policies.services import audit, strategy_activate, strategy_reject
 from reviews.models import ReviewItem
+from traces.redaction import redact_text
 
 LOCK_MINUTES = 15
 
@@ -49,7 +50,7 @@ def _close(item: ReviewItem, *, status: str, user: Any, note: str) -> None:
     item.status = status
     item.decided_by = user if getattr(user, "pk", None) else None
     item.decided_at = timezone.now()
-    item.decision_note = note
+    item.decision_note = redact_text(note)
     item.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
 
 
