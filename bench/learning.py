@@ -344,6 +344,7 @@ def run_tasks(
     """Run tasks ``concurrency`` at a time on one event loop; learn after each batch."""
     from agents.services import run_execute
     from policies.reflexion import reflexion_run
+    from traces.models import Trace
     from traces.services import trace_create
 
     results: list[RunResult] = []
@@ -359,6 +360,7 @@ def run_tasks(
                 else settings.LLM_MODEL,
                 session_id=f"bench:{arm}:{task.split}",
                 source="bench",
+                origin=Trace.Origin.EXPERIMENT,
             )
             for task in batch
         ]

@@ -132,6 +132,7 @@ def _replay_run(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
         llm_model=original.llm_model,
         customer_id=original.customer_id,
         source="replay",
+        origin=Trace.Origin.REPLAY,
     )
     async_to_sync(run_execute)(trace_id=str(replay.pk), policy=policy, reflect=False)
     replay.refresh_from_db()

@@ -32,7 +32,8 @@ from sandbox.models import Article, FaultRule, Order, Product, ReturnRequest, Sh
 from sandbox.services import faultrule_set
 from tests.policies.conftest import make_strategy  # noqa: F401
 from traces.models import Step, Trace
-from traces.services import trace_create
+from traces.rollups import rollups_record_steps
+from traces.services import trace_create, trace_finish
 
 pytestmark = pytest.mark.django_db
 
@@ -80,6 +81,14 @@ ROUTES: dict[str, Route] = {
     "traces/<uuid:trace_id>/": Route("/traces/{trace}/", {"GET": OWN_PAGE}),
     "traces/<uuid:trace_id>/run/": Route("/traces/{trace}/run/", {"GET": OWN_PAGE}),
     "reviews/": Route("/reviews/", {"GET": OPS_PAGE}),
+    "dashboards/": Route("/dashboards/", {"GET": OPS_PAGE}),
+    "dashboards/failures/": Route("/dashboards/failures/", {"GET": OPS_PAGE}),
+    "dashboards/data/kpis.json": Route("/dashboards/data/kpis.json", {"GET": OPS_PAGE}),
+    "dashboards/data/runs.json": Route("/dashboards/data/runs.json", {"GET": OPS_PAGE}),
+    "dashboards/data/failures.json": Route("/dashboards/data/failures.json", {"GET": OPS_PAGE}),
+    "dashboards/data/breakdown.json": Route(
+        "/dashboards/data/breakdown.json?by=tool", {"GET": OPS_PAGE}
+    ),
     # An empty decision is refused with a message and a redirect: nothing is decided.
     "reviews/<int:item_id>/decide/": Route(
         "/reviews/{item}/decide/",
@@ -216,7 +225,15 @@ ADMIN_MODEL_PAGES = {
     "<path:object_id>/": ("redirect", 302),  # the old change URL, redirected
 }
 # Policy versions are immutable and the audit log is written by the system only.
-ADMIN_REFUSED = {("policies.policyversion", "add"), ("reviews.auditlog", "add")}
+# Rollup rows are counts kept by the writers: nobody adds or edits them by hand.
+ADMIN_REFUSED = {
+    ("policies.policyversion", "add"),
+    ("reviews.auditlog", "add"),
+    *(
+        (f"traces.{name}", "add")
+        for name in ("steprolluphourly", "steprollupdaily", "runrolluphourly", "runrollupdaily")
+    ),
+}
 
 
 def _admin_model_routes() -> dict[str, Route]:
@@ -282,6 +299,8 @@ def world(
     step = Step.objects.create(
         trace=trace, step_number=1, phase="reasoning", started_at=timezone.now()
     )
+    trace_finish(trace_id=str(trace.pk), status="finished", final_answer="It shipped.")
+    rollups_record_steps(steps=[step])
     open_item = ReviewItem.objects.create(
         strategy=make_strategy(status=Strategy.Status.IN_REVIEW),
         reason=ReviewItem.Reason.LOW_CONFIDENCE,

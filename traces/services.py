@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from traces.models import Step, Trace
 from traces.redaction import redact_text
+from traces.rollups import rollups_record_run, rollups_record_steps
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,10 @@ def trace_create(
     session_id: str = "",
     created_by_id: int | None = None,
     source: str = "api",
+    origin: str = Trace.Origin.CUSTOMER,
 ) -> Trace:
+    """A queued trace. ``origin`` marks runs the learning loop makes itself (replays,
+    experiments): they stay out of customer metrics and the default trace list."""
     # A customer may paste a card number or a password; the run never needs it verbatim.
     query = redact_text(query)
     trace = Trace(
@@ -46,6 +50,7 @@ def trace_create(
         session_id=session_id,
         created_by_id=created_by_id,
         source=source,
+        origin=origin,
     )
     # A stable bucket 0..99 per run: canary rollouts route by it.
     trace.policy_bucket = trace.id.int % 100
@@ -113,6 +118,9 @@ def trace_finish(
                 "id",
                 filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL, ok=True),
             ),
+            action_steps=Count(
+                "id", filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL)
+            ),
         )
         trace.status = status
         trace.outcome = outcome or _outcome_for_status(status, totals["tool_successes"])
@@ -136,6 +144,9 @@ def trace_finish(
                 "finished_at",
             ]
         )
+        rollups_record_run(
+            trace=trace, failed_steps=totals["failed"], action_steps=totals["action_steps"]
+        )
     logger.info(
         "trace.finished",
         extra={
@@ -155,7 +166,7 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
         if trace.is_terminal:
             return trace
         last = trace.steps.order_by("-step_number").values_list("step_number", flat=True).first()
-        Step.objects.create(
+        stopped = Step.objects.create(
             trace=trace,
             step_number=(last or 0) + 1,
             phase=Step.Phase.STOPPED,
@@ -164,6 +175,7 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
             error_detail=redact_text(detail)[:2000],
             started_at=timezone.now(),
         )
+        rollups_record_steps(steps=[stopped])
     return trace_finish(
         trace_id=trace_id,
         status=Trace.Status.FAILED,
