@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Min, Q, QuerySet, Subquery, Sum
+from django.db import connection
+from django.db.models import Q, QuerySet, Sum
+from django.utils.dateparse import parse_datetime
 
 from traces.models import (
     ErrorType,
@@ -302,28 +304,31 @@ class Discoveries:
 def error_types_first_seen(*, window: Window) -> Discoveries:
     """Error types first seen (in customer traffic, ever) during ``window`` or the one before.
 
-    One query: the first day of every error type from the daily table picks the few that
-    are new, and the hourly table gives their first hour.
+    One query of one index probe per error type of the taxonomy: the first hourly row of
+    each, read from the (error_type, origin, period_start) index, so it costs the same at
+    a thousand rows and at millions.
     """
+    table = connection.ops.quote_name(StepRollupHourly._meta.db_table)
+    probe = (
+        f"SELECT %s, (SELECT MIN(period_start) FROM {table} WHERE error_type = %s AND origin = %s)"
+    )
+    types = ErrorType.values
+    params: list[str] = []
+    for error_type in types:
+        params += [error_type, error_type, Trace.Origin.CUSTOMER]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join([probe] * len(types)), params)
+        rows = cursor.fetchall()
     previous = window.previous
-    customer_errors = Q(origin=Trace.Origin.CUSTOMER) & ~Q(error_type="")
-    new_types = (
-        StepRollupDaily.objects.order_by()
-        .filter(customer_errors)
-        .values("error_type")
-        .annotate(first_day=Min("period_start"))
-        .filter(first_day__gte=day_of(previous.start), first_day__lt=window.end)
-        .values("error_type")
-    )
-    first_hours = (
-        StepRollupHourly.objects.order_by()
-        .filter(customer_errors, error_type__in=Subquery(new_types))
-        .values("error_type")
-        .annotate(first=Min("period_start"))
-    )
     current, before = [], []
-    for row in first_hours:
-        found = NewErrorType(error_type=row["error_type"], first_seen=row["first"])
+    for error_type, first in rows:
+        if first is None:
+            continue
+        if isinstance(first, str):  # SQLite hands an untyped MIN() back as text
+            first = parse_datetime(first)
+            if first is not None and first.tzinfo is None:
+                first = first.replace(tzinfo=UTC)
+        found = NewErrorType(error_type=error_type, first_seen=first)
         if window.start <= found.first_seen < window.end:
             current.append(found)
         elif previous.start <= found.first_seen < previous.end:

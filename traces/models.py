@@ -317,6 +317,12 @@ class StepRollupHourly(StepRollup):
         constraints = [
             models.UniqueConstraint(fields=list(StepRollup.KEY), name="steprollup_hourly_key")
         ]
+        # "New error types": the first period of each error type, without a table scan.
+        indexes = [
+            models.Index(
+                fields=["error_type", "origin", "period_start"], name="steprollup_hourly_first"
+            )
+        ]
 
 
 class StepRollupDaily(StepRollup):

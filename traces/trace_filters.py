@@ -21,6 +21,8 @@ from traces.models import ErrorType, Step, Trace
 from traces.rollups import BUCKET_BANDS, bucket_band_range, endpoint_label_regex
 
 ANY_ERROR = "any"
+# Filters the list's form has no control for: they arrive in links from the dashboards.
+HIDDEN = ("agent", "policy_version", "bucket", "since", "until", "step_error", "tool", "endpoint")
 
 
 def _moment(value: str) -> datetime | None:
@@ -77,9 +79,7 @@ class TraceListFilters:
     @property
     def hidden_params(self) -> list[tuple[str, str]]:
         """The filters the list's form has no control for (set by a dashboard link)."""
-        names = ("agent", "policy_version", "bucket", "since", "until", "step_error", "tool")
-        pairs = [(name, getattr(self, name)) for name in (*names, "endpoint")]
-        return [(name, value) for name, value in pairs if value]
+        return [(name, getattr(self, name)) for name in HIDDEN if getattr(self, name)]
 
     @property
     def has_step_filters(self) -> bool:
