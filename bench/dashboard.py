@@ -331,10 +331,13 @@ def report_write(result: dict[str, Any], *, output_dir: Path) -> list[Path]:
         "",
         f"- command: `{result['command']}`",
         f"- machine: {result['machine']}",
+        f"- load average when timing began: {result.get('load_average', 'not recorded')} "
+        "(the CPUs are shared with other jobs)",
         f"- run at: {result['run_at']}",
         f"- data: {result['fill']['steps']:,} steps in {result['fill']['traces']:,} traces over "
-        f"{result['days']} days, loaded with COPY in {result['fill']['seconds']:.1f} s "
-        f"({result['fill']['steps_per_s']:,.0f} steps/s; traces and steps only)",
+        f"{result['days']} days, generated in Python and loaded with COPY in "
+        f"{result['fill']['seconds']:.1f} s ({result['fill']['steps_per_s']:,.0f} steps/s, "
+        "the generator bounds it)",
         f"- rollups: rebuilt with `rollups_rebuild` in {result['rebuild']['seconds']:.1f} s; "
         f"{result['rollup_rows']['step_hourly']:,} hourly and "
         f"{result['rollup_rows']['step_daily']:,} daily step rows, "

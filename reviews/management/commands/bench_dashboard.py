@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -75,6 +76,7 @@ class Command(BaseCommand):
         if options["no_measure"]:
             return
 
+        load_average = " / ".join(f"{value:.1f}" for value in os.getloadavg())
         client = Client(HTTP_HOST=settings.ALLOWED_HOSTS[0])
         client.force_login(self._ops_user())
         paths = self._paths(reverse)
@@ -104,6 +106,7 @@ class Command(BaseCommand):
             "days": options["days"],
             "samples": options["samples"],
             "goal_ms": GOAL_MS,
+            "load_average": load_average,
             "fill": {
                 "steps": fill.steps,
                 "traces": fill.traces,
