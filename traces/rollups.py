@@ -37,6 +37,7 @@ BUCKET_BANDS = (0, 1, 5, 25, 50)
 _ROWS_PER_STATEMENT = 500
 _HAS_DIGIT = re.compile(r"\d")
 _API_VERSION = re.compile(r"v\d+", re.IGNORECASE)
+_LOOSE_URL = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*:)?(?://)?([^/?#]*)([^?#]*)")
 ID_PLACEHOLDER = "{id}"
 
 RollupKey = tuple[Any, ...]
@@ -65,12 +66,19 @@ def endpoint_label(endpoint: str) -> str:
     """
     if not endpoint:
         return ""
-    parts = urlsplit(endpoint)
+    try:
+        parts = urlsplit(endpoint)
+        netloc, path = parts.netloc, parts.path
+    except ValueError:
+        # Endpoints are whatever was attempted (redacted, malformed): never fail the write.
+        match = _LOOSE_URL.match(endpoint)
+        assert match is not None  # every part of the pattern is optional
+        netloc, path = match.group(1), match.group(2)
     segments = [
         ID_PLACEHOLDER if _HAS_DIGIT.search(seg) and not _API_VERSION.fullmatch(seg) else seg
-        for seg in parts.path.split("/")
+        for seg in path.split("/")
     ]
-    return (parts.netloc + "/".join(segments))[:300]
+    return (netloc + "/".join(segments))[:300]
 
 
 def endpoint_label_regex(label: str) -> str:
