@@ -4,6 +4,7 @@ from django.http import HttpRequest
 
 from agents.credentials import ToolAuthInvalid, tool_auth_parse
 from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
+from agents.services import tool_unsuspend
 
 
 @admin.register(Agent)
@@ -41,7 +42,9 @@ class ToolAdmin(admin.ModelAdmin):
 
     @admin.action(description="Lift the timeout suspension")
     def lift_suspension(self, request: HttpRequest, queryset: QuerySet[Tool]) -> None:
-        queryset.update(suspended_until=None)
+        # The same service as the tools page: an alert row and an audit row per tool.
+        for tool_id in queryset.filter(suspended_until__isnull=False).values_list("pk", flat=True):
+            tool_unsuspend(tool_id=tool_id, actor=request.user)
 
 
 @admin.register(ToolAlert)

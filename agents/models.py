@@ -93,7 +93,7 @@ class Tool(models.Model):
         return self.name
 
     def get_absolute_url(self) -> str:
-        return reverse("admin:agents_tool_change", args=[self.pk])
+        return reverse("agents:tool_edit", args=[self.pk])
 
     def clean(self) -> None:
         if self.kind == self.Kind.HTTP:
@@ -127,6 +127,7 @@ class ToolAlert(models.Model):
 
     class Kind(models.TextChoices):
         SUSPENDED = "suspended", "Suspended after timeouts"
+        UNSUSPENDED = "unsuspended", "Suspension lifted by an admin"
 
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="alerts")
     kind = models.CharField(max_length=20, choices=Kind.choices)

@@ -26,6 +26,7 @@ from agents.policy_runtime import RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
+from agents.signals import tool_admin_changed
 from agents.tool_catalog import SANDBOX_TOOLS
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
@@ -104,6 +105,118 @@ def tool_suspend(*, name: str, minutes: int, timeouts: int) -> None:
     logger.warning("tool.suspended", extra={"tool": name, "timeouts": timeouts})
 
 
+# What an admin may edit on the tools page; the rest (adapters, auth, key fields) stays in
+# code and the Django admin.
+TOOL_EDITABLE_FIELDS = (
+    "description",
+    "endpoint_template",
+    "method",
+    "timeout_seconds",
+    "params_schema",
+)
+
+
+def _tool_audit(*, tool: Tool, actor: Any, action: str, details: dict[str, Any]) -> None:
+    """Announce an admin's change: ``reviews`` writes the audit row in this transaction."""
+    tool_admin_changed.send(
+        sender=Tool, actor=actor, action=action, target=tool.name, details=details
+    )
+    logger.info(
+        "tool.admin_changed",
+        extra={"tool": tool.name, "action": action, "actor": getattr(actor, "pk", None)},
+    )
+
+
+@transaction.atomic
+def tool_set_enabled(*, tool_id: int, enabled: bool, actor: Any) -> Tool:
+    """Enable or disable a tool. Runs take their tool snapshots when they start, so the
+    next run started after a disable cannot call the tool (a run already going keeps its
+    snapshot)."""
+    tool = Tool.objects.select_for_update().get(pk=tool_id)
+    if tool.enabled == enabled:
+        return tool
+    tool.enabled = enabled
+    tool.save(update_fields=["enabled", "updated_at"])
+    _tool_audit(
+        tool=tool,
+        actor=actor,
+        action="tool.enable" if enabled else "tool.disable",
+        details={"enabled": enabled},
+    )
+    return tool
+
+
+@transaction.atomic
+def tool_update(
+    *,
+    tool_id: int,
+    actor: Any,
+    description: str,
+    endpoint_template: str,
+    method: str,
+    timeout_seconds: float,
+    params_schema: dict[str, Any],
+    allowed_agents: list[Agent],
+) -> Tool:
+    """Save an admin's edit of a tool after the model's own checks (endpoint allow-list,
+    schema shape, timeout range); raises ``ValidationError`` and saves nothing otherwise."""
+    tool = Tool.objects.select_for_update().get(pk=tool_id)
+    values = {
+        "description": description,
+        "endpoint_template": endpoint_template,
+        "method": method,
+        "timeout_seconds": timeout_seconds,
+        "params_schema": params_schema,
+    }
+    changed = [name for name in TOOL_EDITABLE_FIELDS if getattr(tool, name) != values[name]]
+    for name in changed:
+        setattr(tool, name, values[name])
+    tool.full_clean()
+    if changed:
+        tool.save(update_fields=[*changed, "updated_at"])
+    before = set(tool.allowed_agents.values_list("slug", flat=True))
+    after = {agent.slug for agent in allowed_agents}
+    if before != after:
+        tool.allowed_agents.set(allowed_agents)
+    if changed or before != after:
+        details: dict[str, Any] = {"fields": changed}
+        if before != after:
+            details["agents_added"] = sorted(after - before)
+            details["agents_removed"] = sorted(before - after)
+        _tool_audit(tool=tool, actor=actor, action="tool.update", details=details)
+    return tool
+
+
+@transaction.atomic
+def tool_unsuspend(*, tool_id: int, actor: Any) -> Tool:
+    """Lift a timeout suspension by hand: clear ``suspended_until``, acknowledge the open
+    suspension alerts and write an alert row saying who lifted it."""
+    tool = Tool.objects.select_for_update().get(pk=tool_id)
+    if tool.suspended_until is None:
+        return tool
+    was_until = tool.suspended_until
+    tool.suspended_until = None
+    tool.save(update_fields=["suspended_until", "updated_at"])
+    actor_id = getattr(actor, "pk", None)
+    tool.alerts.filter(kind=ToolAlert.Kind.SUSPENDED, acknowledged_by__isnull=True).update(
+        acknowledged_by_id=actor_id
+    )
+    ToolAlert.objects.create(
+        tool=tool,
+        kind=ToolAlert.Kind.UNSUSPENDED,
+        message=f"{tool.name} suspension lifted by {getattr(actor, 'username', 'the system')}.",
+        details={"suspended_until": was_until.isoformat()},
+        acknowledged_by_id=actor_id,
+    )
+    _tool_audit(
+        tool=tool,
+        actor=actor,
+        action="tool.unsuspend",
+        details={"suspended_until": was_until.isoformat()},
+    )
+    return tool
+
+
 def run_start(
     *,
     agent: Agent,
@@ -133,11 +246,22 @@ def run_start(
 
 
 def run_enqueue(*, trace_id: str) -> None:
-    """Hand the run to Celery, or to this process's event loop in the embedded shape."""
+    """Hand the run to Celery, or to this process's event loop in the embedded shape.
+
+    With the broker unreachable the run stays stored as queued and accepted: the stuck-run
+    sweeper hands it over once the broker is back, so the caller does not fail.
+    """
     if settings.AGENT_EXECUTOR == "celery":
+        from kombu.exceptions import OperationalError
+
         from agents.tasks import run_agent
 
-        run_agent.delay(trace_id)
+        try:
+            run_agent.delay(trace_id)
+        except OperationalError as exc:
+            logger.warning(
+                "run.enqueue_failed", extra={"trace_id": trace_id, "error": type(exc).__name__}
+            )
     else:
         from agents.loop_runner import loop_runner
 

@@ -190,3 +190,96 @@ def runtime_policy_compile(
         pre_conditions={k: tuple(v) for k, v in pre.items()},
         error_handlers={k: tuple(v) for k, v in handlers.items()},
     )
+
+
+# How each transform and handler action reads in a sentence, for reviewers.
+_TRANSFORM_WORDS = {
+    "digits_to_int": "keep only its digits, as a number",
+    "strip": "trim the spaces around it",
+    "upper": "upper-case it",
+    "lower": "lower-case it",
+    "numeric_string_to_int": "turn a numeric string into a number",
+}
+_HANDLER_WORDS = {
+    "retry_once": "retry the call once",
+    "degrade_cache": "answer from the last cached result, marked as possibly out of date",
+    "handover": "hand the request over to a person",
+    "call_tool": "call {call} instead",
+}
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _arguments(mapping: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={_value(value)}" for key, value in mapping.items()) or "no input"
+
+
+def _schema_words(schema: dict[str, Any]) -> str:
+    """A JSON Schema's constraints on an object's fields, in a sentence."""
+    parts: list[str] = []
+    required = schema.get("required")
+    if isinstance(required, list) and required:
+        parts.append("requires " + ", ".join(str(name) for name in required))
+    properties = schema.get("properties")
+    for name, rule in properties.items() if isinstance(properties, dict) else ():
+        if not isinstance(rule, dict):
+            continue
+        words = []
+        if "type" in rule:
+            kinds = rule["type"] if isinstance(rule["type"], list) else [rule["type"]]
+            words.append(" or ".join(str(kind) for kind in kinds))
+        if "pattern" in rule:
+            words.append(f"matching {rule['pattern']}")
+        if isinstance(rule.get("enum"), list):
+            words.append("one of " + ", ".join(_value(item) for item in rule["enum"]))
+        for key, sign in (("minimum", "≥"), ("maximum", "≤")):
+            if key in rule:
+                words.append(f"{sign} {_value(rule[key])}")
+        for key, bound in (("minLength", "at least"), ("maxLength", "at most")):
+            if key in rule:
+                words.append(f"{bound} {_value(rule[key])} characters")
+        if words:
+            parts.append(f"{name}: {' '.join(words)}")
+    if schema.get("additionalProperties") is False:
+        parts.append("no other fields")
+    return "; ".join(parts) or "as the rule's JSON Schema says"
+
+
+def branch_describe(kind: str, branch: Any) -> str:
+    """What a branch does, in one sentence a reviewer can check against the root cause."""
+    errors = branch_errors(kind, branch)
+    if errors:
+        return "Cannot be applied as written: " + "; ".join(errors) + "."
+    tool = branch.get("tool", "")
+    scope = f" for {branch['intent']} requests" if branch.get("intent") else ""
+    if kind == "pre_condition":
+        return (
+            f"Before calling {tool}{scope}: when {branch['arg']} does not match "
+            f"{branch['not_pattern']}, look it up with {branch['call']}"
+            f"({_arguments(branch['input'])}) and use the result's {branch['take']} as "
+            f"{branch['assign']}."
+        )
+    if kind == "validation_rule":
+        return (
+            f"Before calling {tool}{scope}: refuse the call unless the input "
+            f"{_schema_words(branch['schema'])}."
+        )
+    if kind == "error_handler":
+        action = _HANDLER_WORDS.get(branch["action"], branch["action"]).format(
+            call=branch.get("call", "")
+        )
+        if branch.get("input"):
+            action += f" with {_arguments(branch['input'])}"
+        transform = branch.get("transform") or {}
+        if transform:
+            action += ", after changing " + ", ".join(
+                f"{name} ({_TRANSFORM_WORDS.get(how, how)})" for name, how in transform.items()
+            )
+        return f"When {tool}{scope} fails with {branch['on']}: {action}."
+    if kind == "adapter":
+        how = _TRANSFORM_WORDS.get(branch["transform"], branch["transform"])
+        return f"Before calling {tool}{scope}: in {branch['field']}, {how}."
+    target = f"about {tool}" if tool else "on every request"
+    return f"Tells the model {target}{scope}: “{branch['text'].strip()}”"

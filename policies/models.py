@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
 from django.db import models
+
+from policies.branches import branch_describe
+
+# policies.replay writes "replay run <trace id>: <status>" into Strategy.replay_detail.
+_REPLAY_RUN = re.compile(
+    r"replay run ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+)
 
 
 class Policy(models.Model):
@@ -89,6 +97,18 @@ class Strategy(models.Model):
     @property
     def success_rate(self) -> float | None:
         return self.successes / self.applications if self.applications else None
+
+    @property
+    def branch_description(self) -> str:
+        """The branch as a sentence; reviewers read this, not the JSON."""
+        return branch_describe(self.kind, self.branch)
+
+    @property
+    def replay_trace_id(self) -> str | None:
+        """The run a prompt-hint replay made, named in ``replay_detail``; other kinds replay
+        one tool call without a run of their own."""
+        match = _REPLAY_RUN.search(self.replay_detail)
+        return match.group(1) if match else None
 
 
 class PolicyVersion(models.Model):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
 from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
 from policies.branches import runtime_policy_compile
 from policies.models import PolicyVersion, Strategy
+from traces.models import Trace
 
 # Strategies a version lists that the runtime still applies (deprecated/rejected stop).
 APPLIED_STATUSES = (Strategy.Status.ACTIVE, Strategy.Status.APPROVED, Strategy.Status.IN_REVIEW)
@@ -62,6 +64,36 @@ def strategies_citable(*, error_type: str, limit: int = 3) -> QuerySet[Strategy]
         .prefetch_related("source_traces")
         .order_by("-confidence", "-updated_at")[:limit]
     )
+
+
+@dataclass(frozen=True)
+class TraceStrategies:
+    """The strategies one trace is linked to, for its page."""
+
+    produced: list[Strategy]  # learned from this trace (it is one of their source traces)
+    applied: list[Strategy]  # fired in one of its steps
+
+
+def source_traces_prefetch(*, lookup: str = "source_traces") -> Prefetch:
+    """A strategy's source traces, newest first, with only what a link needs."""
+    return Prefetch(
+        lookup,
+        queryset=Trace.objects.only("id", "query", "status", "created_at").order_by("-created_at"),
+    )
+
+
+def strategies_for_trace(*, trace_id: object, applied_ids: list[int]) -> TraceStrategies:
+    """Strategies produced by or applied in one trace, in two queries however many."""
+    rows = list(
+        Strategy.objects.filter(Q(source_traces=trace_id) | Q(pk__in=applied_ids))
+        .distinct()
+        .prefetch_related(source_traces_prefetch())
+        .order_by("pk")
+    )
+    produced = [s for s in rows if any(str(t.pk) == str(trace_id) for t in s.source_traces.all())]
+    by_id = {s.pk: s for s in rows}
+    applied = [by_id[pk] for pk in applied_ids if pk in by_id]
+    return TraceStrategies(produced=produced, applied=applied)
 
 
 def strategy_approvals_by_error_type(*, error_types: list[str]) -> dict[str, list[datetime]]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from policies.selectors import source_traces_prefetch
 from reviews.models import ReviewItem
 
 REVIEW_STRATEGIES = "reviews.review_strategies"
@@ -20,6 +21,8 @@ def review_items_open() -> QuerySet[ReviewItem]:
     return (
         ReviewItem.objects.filter(status=ReviewItem.Status.OPEN)
         .select_related("strategy", "locked_by")
+        # The evidence links, in one query however many items are open.
+        .prefetch_related(source_traces_prefetch(lookup="strategy__source_traces"))
         .order_by("created_at")
     )
 

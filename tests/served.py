@@ -8,6 +8,7 @@ difference (request contexts, settings selection, worker start-up) only show her
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,12 +116,32 @@ class ServedApp:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
+    def login(self, username: str, password: str) -> urllib.request.OpenerDirector:
+        """A browser-like session: the login form with its CSRF token, cookies kept."""
+        opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+        with opener.open(self.url + "/accounts/login/", timeout=30) as response:
+            form = response.read().decode()
+        match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
+        assert match, "the login form carries no CSRF token"
+        data = urllib.parse.urlencode(
+            {"username": username, "password": password, "csrfmiddlewaretoken": match.group(1)}
+        ).encode()
+        with opener.open(self.url + "/accounts/login/", data=data, timeout=30) as response:
+            assert "/accounts/login/" not in response.url, f"{username} could not log in"
+        return opener
+
     def start(self) -> None:
         self.port = free_port()
         self.env["PORT"] = str(self.port)
         self.env["HOST"] = "127.0.0.1"
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"serve-{self.shape}.log"
+        # What `make run` does before it serves: a secret key, migrations, the demo seed.
+        subprocess.run(
+            ["bin/serve", "ensure-secret-key"], cwd=ROOT, env=self.env, check=True, timeout=60
+        )
         seed = self.manage("migrate", "--noinput") and self.manage("demo_seed")
         match = re.search(r"#W\d{7}", seed)
         assert match, f"demo_seed printed no order to try:\n{seed}"

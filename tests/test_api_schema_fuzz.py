@@ -62,12 +62,12 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @pytest.fixture
-def auth_header(staff_user: Any) -> dict[str, str]:
-    return {"Authorization": f"Token {api_token_get_or_create(user=staff_user).key}"}
+def auth_header(ops_user: Any) -> dict[str, str]:
+    return {"Authorization": f"Token {api_token_get_or_create(user=ops_user).key}"}
 
 
 @pytest.fixture
-def recorded_traces(staff_user: Any, support_agent: Any) -> list[Trace]:
+def recorded_traces(ops_user: Any, support_agent: Any) -> list[Trace]:
     """A clean run and a failed one, so the lists answer with rows, blank error types included."""
     traces = []
     for status, error_type in (("finished", ""), ("failed", "TIMEOUT")):
@@ -75,7 +75,7 @@ def recorded_traces(staff_user: Any, support_agent: Any) -> list[Trace]:
             agent_id=support_agent.pk,
             query="Where is my order #W1000001?",
             llm_backend="simulated",
-            created_by_id=staff_user.pk,
+            created_by_id=ops_user.pk,
         )
         Trace.objects.filter(pk=trace.pk).update(status=status, error_type=error_type)
         Step.objects.create(

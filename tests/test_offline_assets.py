@@ -56,6 +56,7 @@ def trace(admin: Any, support_agent: Any) -> Trace:
         "/traces/{trace}/",
         "/traces/{trace}/run/",
         "/reviews/",
+        "/tools/",
         "/dashboards/",
         "/dashboards/failures/",
         "/admin/",

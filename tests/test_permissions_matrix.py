@@ -22,6 +22,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from agents.models import KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 from policies.models import PolicyVersion, ReflexionProposal, Strategy
@@ -41,13 +42,14 @@ ROLES = ("anonymous", "support", "support2", "ops", "admin")
 # None: not requested (the admin role's own writes in Django admin are Django's to test).
 Statuses = tuple[int | None, int | None, int | None, int | None, int | None]
 
-# DRF answers 403 to anonymous requests because its first authentication class (session)
-# sends no WWW-Authenticate challenge; a header-based first class would make this 401.
-A = 403
+# DRF answers 401 to anonymous requests: its first authentication class (token) sends a
+# `WWW-Authenticate: Token` challenge.
+A = 401
 
 PUBLIC: Statuses = (200, 200, 200, 200, 200)
 SIGNED_IN: Statuses = (302, 200, 200, 200, 200)  # login_required, then every role
 OPS_PAGE: Statuses = (302, 403, 403, 200, 200)
+ADMIN_PAGE: Statuses = (302, 403, 403, 403, 200)  # agents.change_tool: the admin role
 OWN_PAGE: Statuses = (302, 200, 404, 200, 200)  # a trace the first support user started
 API: Statuses = (A, 200, 200, 200, 200)
 API_OWN: Statuses = (A, 200, 404, 200, 200)
@@ -95,6 +97,19 @@ ROUTES: dict[str, Route] = {
         {"GET": (302, 405, 405, 405, 405), "POST": (302, 403, 403, 302, 302)},
         form=True,
     ),
+    # The tools page: an empty edit is refused with inline errors (400); a confirmed
+    # action redirects back to the list.
+    "tools/": Route("/tools/", {"GET": ADMIN_PAGE}),
+    "tools/<int:tool_id>/": Route(
+        "/tools/{agents_tool}/",
+        {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 400)},
+        form=True,
+    ),
+    "tools/<int:tool_id>/<slug:action>/": Route(
+        "/tools/{agents_tool}/disable/",
+        {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 302)},
+        form=True,
+    ),
     # --- Django admin pages that are not per model --------------------------------------
     "admin/": Route("/admin/", {"GET": STAFF_ONLY, "POST": STAFF_ONLY}, form=True),
     # Signed-in staff are sent on to the index; the rest see the form (again, if empty).
@@ -121,7 +136,7 @@ ROUTES: dict[str, Route] = {
         {"GET": STAFF_ONLY, "POST": STAFF_ONLY},
         form=True,
     ),
-    "admin/^(?P<app_label>auth|agents|traces|policies|reviews|sandbox)/$": Route(
+    "admin/^(?P<app_label>auth|authtoken|agents|traces|policies|reviews|sandbox)/$": Route(
         "/admin/traces/", {"GET": STAFF_ONLY}
     ),
     "admin/(?P<url>.*)$": Route("/admin/no-such-page/", {"GET": (302, 302, 302, 302, 404)}),
@@ -145,30 +160,20 @@ ROUTES: dict[str, Route] = {
         {"query": "Where is my order?"},
     ),
     "api/^traces/$": Route("/api/traces/", {"GET": API, "POST": API_READ_ONLY}),
-    "api/^traces\\.(?P<format>[a-z0-9]+)/?$": Route("/api/traces.json", {"GET": API}),
-    "api/^traces/(?P<pk>[^/.]+)/$": Route(
+    "api/^traces/(?P<pk>[^/]+)/$": Route(
         "/api/traces/{trace}/", {"GET": API_OWN, "PUT": API_READ_ONLY, "DELETE": API_READ_ONLY}
     ),
-    "api/^traces/(?P<pk>[^/.]+)\\.(?P<format>[a-z0-9]+)/?$": Route(
-        "/api/traces/{trace}.json", {"GET": API_OWN}
-    ),
-    "api/^traces/(?P<pk>[^/.]+)/steps/$": Route(
+    "api/^traces/(?P<pk>[^/]+)/steps/$": Route(
         "/api/traces/{trace}/steps/", {"GET": API_OWN, "POST": API_READ_ONLY}
     ),
-    "api/^traces/(?P<pk>[^/.]+)/steps\\.(?P<format>[a-z0-9]+)/?$": Route(
-        "/api/traces/{trace}/steps.json", {"GET": API_OWN}
-    ),
     "api/^steps/$": Route("/api/steps/", {"GET": API, "POST": API_READ_ONLY}),
-    "api/^steps\\.(?P<format>[a-z0-9]+)/?$": Route("/api/steps.json", {"GET": API}),
-    "api/^steps/(?P<pk>[^/.]+)/$": Route(
+    "api/^steps/(?P<pk>[^/]+)/$": Route(
         "/api/steps/{step}/", {"GET": API_OWN, "PUT": API_READ_ONLY, "DELETE": API_READ_ONLY}
     ),
-    "api/^steps/(?P<pk>[^/.]+)\\.(?P<format>[a-z0-9]+)/?$": Route(
-        "/api/steps/{step}.json", {"GET": API_OWN}
-    ),
     "api/": Route("/api/", {"GET": API}),
-    "api/<drf_format_suffix:format>": Route("/api/.json", {"GET": API}),
     "api/schema/": Route("/api/schema/", {"GET": PUBLIC}),
+    # Unknown API paths are the API's JSON 404 for everyone, signed in or not.
+    "^api/": Route("/api/no-such-endpoint/", {"GET": (404,) * 5, "POST": (404,) * 5}),
     "api/docs/": Route("/api/docs/", {"GET": PUBLIC}),
     # --- the sandbox shop: the agents' external system, open like a public API ------------
     "sandbox/api/users/<str:user_id>": Route(
@@ -318,6 +323,7 @@ def world(
     ToolAlert.objects.create(tool=tool, kind=ToolAlert.Kind.SUSPENDED, message="timeouts")
     ToolResultCache.objects.create(signature="s" * 64, tool_name=tool.name, body="{}")
     KnowledgeArticle.objects.create(slug="returns", title="Returns", body="30 days.")
+    Token.objects.create(user=support_user)
     ReflexionProposal.objects.create(
         trace=trace,
         error_type="TIMEOUT",

@@ -44,7 +44,7 @@ def _nav_links(html: str) -> list[tuple[str, str]]:
                 ("/", "Assistant"),
                 ("/traces/", "Traces"),
                 ("/reviews/", "Reviews"),
-                ("/admin/agents/tool/", "Tools"),
+                ("/tools/", "Tools"),
                 ("/admin/", "Admin"),
                 ("/api/docs/", "API"),
             ],

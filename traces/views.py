@@ -10,7 +10,13 @@ from django.shortcuts import get_object_or_404, render
 
 from traces.dashboards import ORIGIN_ALL
 from traces.models import ErrorType, Trace
-from traces.selectors import traces_visible_to
+from traces.selectors import (
+    TEXT_FILTER_MAX_LENGTH,
+    strategy_ids_applied,
+    trace_timeline,
+    traces_matching_text,
+    traces_visible_to,
+)
 from traces.trace_filters import TraceListFilters
 
 
@@ -19,11 +25,14 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     filters = TraceListFilters.from_params(request.GET)
     qs = filters.apply(traces_visible_to(user=request.user))
     qs = qs.annotate(failed_steps=Count("steps", filter=Q(steps__ok=False)))
+    text = request.GET.get("q", "").strip()[:TEXT_FILTER_MAX_LENGTH]
+    qs = traces_matching_text(qs, text=text)
     page = Paginator(qs.order_by("-created_at"), 50).get_page(request.GET.get("page"))
     return render(
         request,
         "traces/trace_list.html",
         {
+            "q": text,
             "page": page,
             "filters": filters,
             "querystring": filters.querystring(),
@@ -41,7 +50,12 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
-    return render(request, "traces/trace_detail.html", {"trace": trace, "steps": trace.steps.all()})
+    timeline = trace_timeline(trace=trace)
+    return render(
+        request,
+        "traces/trace_detail.html",
+        {"trace": trace, "timeline": timeline, "applied_ids": strategy_ids_applied(timeline)},
+    )
 
 
 @login_required

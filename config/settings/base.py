@@ -126,6 +126,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": AGENT_RUN_HARD_TIME_LIM
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # How often stuck runs are re-enqueued: by Celery beat, or by the embedded worker's sweeper.
 AGENT_SWEEP_INTERVAL_SECONDS = env.float("AGENT_SWEEP_INTERVAL_SECONDS", default=60.0)
+# A broker restart must not end a worker (README, "Broker restarts"): keep reconnecting for
+# as long as Redis is away, at start-up too. Runs in flight go on: they need PostgreSQL, not
+# the broker, the threads pool could not cancel them anyway, and running one twice is
+# idempotent per trace id. Runs whose messages Redis lost are re-enqueued by the sweeper.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE = {
     "traces-sweep-stuck-runs": {
         "task": "traces.sweep_stuck_runs",

@@ -61,15 +61,15 @@ def test_anonymous_cannot_start_runs_and_is_told_to_send_a_token(support_agent: 
     assert Trace.objects.count() == 0
 
 
-def test_a_token_authenticates_api_calls(staff_user: Any, support_agent: Any) -> None:
+def test_a_token_authenticates_api_calls(ops_user: Any, support_agent: Any) -> None:
     from agents.api.tokens import api_token_get_or_create
 
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_get_or_create(user=staff_user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_get_or_create(user=ops_user).key}")
     response = client.post("/api/runs/", {"query": "Where is my order #W1001549?"}, format="json")
     assert response.status_code == 202, response.content
     trace = Trace.objects.get()
-    assert trace.created_by == staff_user
+    assert trace.created_by == ops_user
     assert response.json()["url"] == f"http://testserver/api/traces/{trace.pk}/"
 
 
@@ -100,10 +100,10 @@ def test_a_bad_token_is_401(support_agent: Any, header: str) -> None:
     ],
 )
 def test_malformed_query_parameters_are_a_400_naming_the_parameter(
-    api: APIClient, staff_user: Any, support_agent: Any, path: str
+    api: APIClient, ops_user: Any, support_agent: Any, path: str
 ) -> None:
     trace = trace_create(
-        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=staff_user.pk
+        agent_id=support_agent.pk, query="q", llm_backend="simulated", created_by_id=ops_user.pk
     )
     response = api.get(path.format(trace=trace.pk))
     assert response.status_code == 400, response.content
@@ -146,13 +146,13 @@ def test_unknown_api_paths_are_a_json_404(api: APIClient, path: str) -> None:
     assert "detail" in response.json()
 
 
-def test_list_pages_are_bounded(api: APIClient, staff_user: Any, support_agent: Any) -> None:
+def test_list_pages_are_bounded(api: APIClient, support_user: Any, support_agent: Any) -> None:
     for i in range(3):
         trace_create(
             agent_id=support_agent.pk,
             query=f"q{i}",
             llm_backend="simulated",
-            created_by_id=staff_user.pk,
+            created_by_id=support_user.pk,
         )
     body = api.get("/api/traces/?limit=2&offset=2").json()
     assert body["count"] == 3

@@ -23,29 +23,29 @@ def _status_with(key: str) -> int:
     return APIClient().get("/api/traces/", HTTP_AUTHORIZATION=f"Token {key}").status_code
 
 
-def test_prints_only_a_new_key_that_authenticates(staff_user: Any) -> None:
-    printed = _api_token("staff")
+def test_prints_only_a_new_key_that_authenticates(ops_user: Any) -> None:
+    printed = _api_token(ops_user.username)
 
     key = printed.strip()
     assert printed == f"{key}\n"
-    assert Token.objects.get(user=staff_user).key == key
+    assert Token.objects.get(user=ops_user).key == key
     assert _status_with(key) == 200
 
 
-def test_prints_the_same_key_until_rotated(staff_user: Any) -> None:
-    first = _api_token("staff").strip()
+def test_prints_the_same_key_until_rotated(ops_user: Any) -> None:
+    first = _api_token(ops_user.username).strip()
 
-    assert _api_token("staff").strip() == first
-    rotated = _api_token("staff", "--rotate").strip()
+    assert _api_token(ops_user.username).strip() == first
+    rotated = _api_token(ops_user.username, "--rotate").strip()
 
     assert rotated != first
-    assert Token.objects.filter(user=staff_user).count() == 1
+    assert Token.objects.filter(user=ops_user).count() == 1
     assert _status_with(first) == 401
     assert _status_with(rotated) == 200
 
 
-def test_rotate_creates_a_key_for_a_user_without_one(staff_user: Any) -> None:
-    key = _api_token("staff", "--rotate").strip()
+def test_rotate_creates_a_key_for_a_user_without_one(ops_user: Any) -> None:
+    key = _api_token(ops_user.username, "--rotate").strip()
 
     assert _status_with(key) == 200
 

@@ -44,11 +44,11 @@ def test_bad_chat_input_shows_errors_and_keeps_the_text(
 
 
 def test_a_too_long_question_is_refused_with_a_message_and_kept(
-    client: Any, staff_user: Any, support_agent: Any, settings: Any
+    client: Any, ops_user: Any, support_agent: Any, settings: Any
 ) -> None:
     settings.AGENT_QUERY_MAX_CHARS = 30
     question = "Where is my order #W1001549? " + "x" * 10
-    client.force_login(staff_user)
+    client.force_login(ops_user)
 
     response = client.post("/", {"query": question})
 
@@ -62,10 +62,10 @@ def test_a_too_long_question_is_refused_with_a_message_and_kept(
 
 
 def test_a_question_at_the_limit_is_asked(
-    client: Any, staff_user: Any, support_agent: Any, settings: Any
+    client: Any, ops_user: Any, support_agent: Any, settings: Any
 ) -> None:
     settings.AGENT_QUERY_MAX_CHARS = 30
-    client.force_login(staff_user)
+    client.force_login(ops_user)
 
     response = client.post("/", {"query": "y" * 30})
 

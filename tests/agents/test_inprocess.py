@@ -39,7 +39,7 @@ def inprocess(settings: Any, live_sandbox: str) -> None:
 
 
 def test_a_run_posted_through_the_asgi_app_finishes_after_the_request_ends(
-    inprocess: None, small_shop: Any, support_agent: Any, error_rules: Any, staff_user: Any
+    inprocess: None, small_shop: Any, support_agent: Any, error_rules: Any, ops_user: Any
 ) -> None:
     # given a run posted through Django's ASGI handler (the path daphne serves), whose
     # per-request executors asgiref shuts down once the response is sent
@@ -48,7 +48,7 @@ def test_a_run_posted_through_the_asgi_app_finishes_after_the_request_ends(
 
     async def request() -> Any:
         client = AsyncClient()
-        await client.aforce_login(staff_user)
+        await client.aforce_login(ops_user)
         return await client.post(
             "/api/runs/",
             {"query": f"Where is my order {order.order_id}?"},

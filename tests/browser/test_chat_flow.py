@@ -38,8 +38,8 @@ def test_support_agent_asks_about_an_order_and_sees_the_grounded_answer(
     screenshot(page, f"chat-{served.shape}")
 
     page.click("article.run .answer a")
-    page.wait_for_selector("table.steps-table")
-    assert "get_order" in page.inner_text("table.steps-table")
+    page.wait_for_selector("ol.timeline")
+    assert "get_order" in page.inner_text("ol.timeline")
     screenshot(page, f"trace_detail-{served.shape}")
 
 

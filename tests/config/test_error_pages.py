@@ -33,8 +33,8 @@ def test_an_unknown_page_shows_the_app_404_page(client):
     assert_app_error_page(response, status=404, template="404.html", heading="Page not found")
 
 
-def test_an_unknown_page_for_a_signed_in_user_shows_the_same_page(client, staff_user):
-    client.force_login(staff_user)
+def test_an_unknown_page_for_a_signed_in_user_shows_the_same_page(client, ops_user):
+    client.force_login(ops_user)
 
     response = client.get("/no-such-page")
 
@@ -76,8 +76,8 @@ def test_a_form_without_its_csrf_token_shows_the_app_page():
 
 
 @pytest.mark.parametrize("path", ["/api/no-such-endpoint/", "/api/traces/not-a-trace/"])
-def test_api_not_found_stays_json(client, staff_user, path):
-    client.force_login(staff_user)
+def test_api_not_found_stays_json(client, ops_user, path):
+    client.force_login(ops_user)
 
     response = client.get(path)
 
@@ -99,6 +99,6 @@ def test_api_crash_is_json_without_the_error():
 def test_api_permission_errors_stay_json(client):
     response = client.get("/api/traces/")
 
-    assert response.status_code == 403
+    assert response.status_code == 401
     assert response["Content-Type"] == "application/json"
     assert set(response.json()) == {"detail"}

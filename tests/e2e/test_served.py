@@ -4,6 +4,7 @@ the in-process worker or a real Celery worker, production settings, token auth."
 from __future__ import annotations
 
 import json
+import urllib.error
 
 import psycopg
 import pytest
@@ -31,7 +32,7 @@ def test_a_run_posted_with_a_token_ends_terminal_with_its_steps(served: ServedAp
     assert served.demo_order in trace["final_answer"]
     status, body = served.request("GET", f"/api/traces/{trace_id}/steps/", token=token)
     assert status == 200, body
-    steps = json.loads(body)["results"]
+    steps = json.loads(body)
     assert len(steps) == trace["total_steps"] >= 3
     assert {"reasoning", "action", "final"} <= {step["phase"] for step in steps}
 
@@ -65,17 +66,25 @@ def test_production_unknown_page_shows_the_apps_own_404(production_server: Serve
 def test_production_forced_error_shows_the_apps_own_500(production_server: ServedApp) -> None:
     # given a database that lost a table under the running app
     token = production_server.api_token("ops")
+    browser = production_server.login("ops", "ops-demo")
     url = production_server.env["DATABASE_URL"].replace("postgres://", "postgresql://")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ALTER TABLE traces_trace RENAME TO traces_trace_away")
         try:
-            # when a page needs it
-            status, body = production_server.request("GET", "/api/traces/", token=token)
+            # when a page and an API list need it
+            try:
+                browser.open(production_server.url + "/traces/", timeout=30)
+                raise AssertionError("the page did not fail")
+            except urllib.error.HTTPError as exc:
+                page_status, page = exc.code, exc.read().decode()
+            api_status, api_body = production_server.request("GET", "/api/traces/", token=token)
         finally:
             conn.execute("ALTER TABLE traces_trace_away RENAME TO traces_trace")
-    # then the app answers with its own error page and nothing of its settings
-    page = body.decode()
-    assert status == 500
+    # then the page is the app's own, the API answers JSON, and neither shows its settings
+    assert page_status == 500
     assert "Agent Ops" in page
+    assert api_status == 500
+    assert json.loads(api_body) == {"detail": "A server error occurred."}
     for leak in LEAKS:
         assert leak not in page
+        assert leak not in api_body.decode()

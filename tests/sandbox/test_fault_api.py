@@ -225,8 +225,10 @@ def test_malformed_json_body_is_400(injector_client):
         pytest.param("[" * 100_000, id="100k-nested-arrays"),
     ],
 )
-def test_non_finite_numbers_and_deep_nesting_are_invalid_json(staff_client, raw):
-    response = staff_client.put(f"{API}/_faults/orders", data=raw, content_type="application/json")
+def test_non_finite_numbers_and_deep_nesting_are_invalid_json(injector_client, raw):
+    response = injector_client.put(
+        f"{API}/_faults/orders", data=raw, content_type="application/json"
+    )
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_json"
@@ -246,8 +248,8 @@ def test_non_finite_numbers_and_deep_nesting_are_invalid_json(staff_client, raw)
         ({"rate_500": None}, "number"),
     ],
 )
-def test_fields_of_the_wrong_json_type_are_type_mismatch(staff_client, body, expected):
-    response = _send(staff_client, "put", f"{API}/_faults/orders", body)
+def test_fields_of_the_wrong_json_type_are_type_mismatch(injector_client, body, expected):
+    response = _send(injector_client, "put", f"{API}/_faults/orders", body)
 
     assert response.status_code == 400
     assert response.json()["error"] == "type_mismatch"
@@ -256,18 +258,20 @@ def test_fields_of_the_wrong_json_type_are_type_mismatch(staff_client, body, exp
 
 
 @pytest.mark.parametrize("text", ["status\x00", "\ud800"])
-def test_strings_the_database_cannot_store_are_refused(staff_client, text):
+def test_strings_the_database_cannot_store_are_refused(injector_client, text):
     raw = json.dumps({"drift": "rename_field", "drift_from": text, "drift_to": "state"})
 
-    response = staff_client.put(f"{API}/_faults/orders", data=raw, content_type="application/json")
+    response = injector_client.put(
+        f"{API}/_faults/orders", data=raw, content_type="application/json"
+    )
 
     assert response.status_code == 400
     assert not FaultRule.objects.exists()
 
 
-def test_integral_numbers_and_a_null_seed_are_accepted(staff_client):
+def test_integral_numbers_and_a_null_seed_are_accepted(injector_client):
     response = _send(
-        staff_client, "put", f"{API}/_faults/orders", {"slow_ms": 2000.0, "seed": None}
+        injector_client, "put", f"{API}/_faults/orders", {"slow_ms": 2000.0, "seed": None}
     )
 
     assert response.status_code == 200

@@ -78,13 +78,8 @@ def test_a_running_trace_has_no_outcome(trace: Trace) -> None:
     assert trace.outcome == ""
 
 
-def test_api_shows_and_filters_by_outcome(
-    support_agent: Any, staff_user: Any, django_user_model: Any
-) -> None:
-    from django.contrib.auth.models import Group
-
-    ops = django_user_model.objects.create_user("olga", password="x" * 10)
-    ops.groups.add(Group.objects.get_or_create(name="ops")[0])
+def test_api_shows_and_filters_by_outcome(support_agent: Any, ops_user: Any) -> None:
+    ops = ops_user
     asked = trace_create(agent_id=support_agent.pk, query="a", llm_backend="simulated")
     failed = trace_create(agent_id=support_agent.pk, query="b", llm_backend="simulated")
     running = trace_create(agent_id=support_agent.pk, query="c", llm_backend="simulated")

@@ -1,0 +1,16 @@
+"""Events the agents app announces to the layers above it.
+
+The audit log belongs to ``reviews``, a layer above this one, so the runtime cannot write
+its rows itself without an upward import. Admin changes to the tool whitelist are sent as
+``tool_admin_changed`` instead; ``reviews`` connects its receiver when the app registry is
+ready (``reviews.apps``). The signal is sent inside the change's transaction, so a failing
+audit write rolls the change back: a whitelist change is audited or it does not happen.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+# Sent with keyword arguments: actor (a user), action (e.g. "tool.disable"), target (the
+# tool's name) and details (a JSON-serialisable dict).
+tool_admin_changed = Signal()

@@ -1,0 +1,95 @@
+"""The review queue reads like a proposal, not a dict dump, and shows its evidence."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from reviews.models import ReviewItem
+from tests.traces.timeline_helpers import recorded_run
+
+pytestmark = pytest.mark.django_db
+
+
+def _proposal(make_strategy: Any, agent: Any, **overrides: Any) -> tuple[Any, Any]:
+    evidence = recorded_run(agent, rounds=1, query="Where is order #W0000042?")
+    strategy = make_strategy(status="in_review", **overrides)
+    strategy.source_traces.add(evidence)
+    ReviewItem.objects.create(strategy=strategy, reason=ReviewItem.Reason.LOW_CONFIDENCE)
+    return strategy, evidence
+
+
+@pytest.mark.parametrize(
+    ("kind", "branch", "sentence"),
+    [
+        (
+            "adapter",
+            {"tool": "get_order", "field": "order_id", "transform": "digits_to_int"},
+            "Before calling get_order: in order_id, keep only its digits, as a number.",
+        ),
+        (
+            "error_handler",
+            {"tool": "get_order", "on": "TIMEOUT", "action": "handover"},
+            "When get_order fails with TIMEOUT: hand the request over to a person.",
+        ),
+    ],
+)
+def test_a_proposal_reads_as_sentences_with_links_to_its_traces(
+    make_strategy: Any,
+    support_agent: Any,
+    ops_user: Any,
+    client: Any,
+    kind: str,
+    branch: dict[str, Any],
+    sentence: str,
+) -> None:
+    strategy, evidence = _proposal(make_strategy, support_agent, kind=kind, branch=branch)
+    client.force_login(ops_user)
+    page = client.get("/reviews/").content.decode()
+    assert "{'" not in page and "{&#x27;" not in page
+    assert sentence in page
+    assert strategy.root_cause in page
+    assert f'<a class="source-trace" href="/traces/{evidence.pk}/"' in page
+    # the stored branch stays one click away, as JSON
+    assert "<summary>Branch as stored (JSON)</summary><pre>{\n  &quot;" in page
+
+
+def test_a_replayed_hint_links_to_its_replay_run(
+    make_strategy: Any, support_agent: Any, ops_user: Any, client: Any
+) -> None:
+    replay = recorded_run(support_agent, rounds=1)
+    _proposal(
+        make_strategy,
+        support_agent,
+        kind="prompt_hint",
+        branch={"text": "Ask for the order number first"},
+        replay_status="passed",
+        replay_detail=f"replay run {replay.pk}: finished",
+    )
+    client.force_login(ops_user)
+    page = client.get("/reviews/").content.decode()
+    assert f'<a class="replay-run" href="/traces/{replay.pk}/">' in page
+
+
+def test_a_detail_without_a_run_has_no_replay_link(make_strategy: Any) -> None:
+    strategy = make_strategy(replay_detail=f"the rule rejects {uuid.uuid4()} before the call")
+    assert strategy.replay_trace_id is None
+
+
+def test_queue_query_count_does_not_grow_with_items(
+    make_strategy: Any, support_agent: Any, ops_user: Any, client: Any
+) -> None:
+    client.force_login(ops_user)
+    counts = []
+    for items in (1, 8):
+        while ReviewItem.objects.count() < items:
+            strategy, _ = _proposal(make_strategy, support_agent)
+            strategy.source_traces.add(recorded_run(support_agent, rounds=1))
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/reviews/").status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
