@@ -291,6 +291,21 @@ def rollups_record_run(*, trace: Trace, failed_steps: int, action_steps: int) ->
     acc.save()
 
 
+def rollups_record_handover(*, trace: Trace) -> None:
+    """Count a human takeover asked for after the run ended (a hand-over button): one more
+    handover in the run's own hour and day. Call once per trace, in the transaction that
+    records the takeover; a run that ended handed over is already counted by its end."""
+    assert trace.finished_at is not None
+    dims = _trace_dims(trace.origin, trace.agent_id, trace.policy_version, trace.policy_bucket)
+    tail = (dims.origin, dims.agent_id, dims.policy_version, dims.bucket_band, trace.error_type)
+    counts = (0, 0, 0, 0, 0, 1, 0, Decimal(0))
+    acc = RollupAccumulator()
+    hour = hour_of(trace.finished_at)
+    _add(acc.run_hourly, (hour, *tail), counts)
+    _add(acc.run_daily, (day_of(hour), *tail), counts)
+    acc.save()
+
+
 def _steps_since(since: datetime, chunk: int) -> Iterator[tuple[Any, ...]]:
     return (
         Step.objects.filter(created_at__gte=since)

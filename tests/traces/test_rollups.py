@@ -30,7 +30,12 @@ from traces.models import (
     Trace,
 )
 from traces.recorder import RunConflict, TraceRecorder
-from traces.rollups import bucket_band, endpoint_label, endpoint_label_regex
+from traces.rollups import (
+    bucket_band,
+    endpoint_label,
+    endpoint_label_regex,
+    rollups_record_handover,
+)
 from traces.services import trace_create, trace_finish, trace_set_policy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -189,6 +194,19 @@ def test_a_finished_run_adds_its_kpi_counters(
     assert row.resolution_ms_sum == 150_000  # created a minute before T0, ended 90 s after
     assert row.tokens == 110
     assert row.cost_usd == Decimal("0.001")
+
+
+def test_a_takeover_after_the_run_ended_counts_as_a_handover_of_that_run(
+    support_agent: Any,
+) -> None:
+    trace = new_trace(support_agent)
+    with clock_at(T0):
+        trace = trace_finish(trace_id=str(trace.pk), status="finished", final_answer="x")
+    rollups_record_handover(trace=trace)
+    window = window_resolve(key="24h", now=T0)
+    kpis = {k.key: k.value for k in kpis_for_window(window=window, filters=RollupFilters())}
+    assert (kpis["runs"], kpis["takeover_rate"]) == (1, 100)
+    assert RunRollupDaily.objects.get().handovers == 1
 
 
 def test_finishing_twice_counts_the_run_once(support_agent: Any) -> None:
