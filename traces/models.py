@@ -260,6 +260,8 @@ class StepRollup(RollupDims):
     steps = models.PositiveIntegerField(default=0)
     failed_steps = models.PositiveIntegerField(default=0)
     action_steps = models.PositiveIntegerField(default=0)
+    # Tool calls that failed or were classified: the tools page's error rates.
+    failed_action_steps = models.PositiveIntegerField(default=0)
     latency_ms_sum = models.BigIntegerField(default=0)
 
     KEY = (
@@ -272,7 +274,15 @@ class StepRollup(RollupDims):
         "endpoint",
         "error_type",
     )
-    COUNTERS = ("steps", "failed_steps", "action_steps", "latency_ms_sum", "tokens", "cost_usd")
+    COUNTERS = (
+        "steps",
+        "failed_steps",
+        "action_steps",
+        "failed_action_steps",
+        "latency_ms_sum",
+        "tokens",
+        "cost_usd",
+    )
 
     class Meta:
         abstract = True

@@ -128,7 +128,16 @@ class RollupAccumulator:
         cost_usd: Decimal,
     ) -> None:
         is_action = phase == Step.Phase.ACTION and action_type == Step.ActionType.TOOL
-        counts = (1, 0 if ok else 1, 1 if is_action else 0, latency_ms, tokens, cost_usd)
+        failed_action = is_action and (not ok or bool(error_type))
+        counts = (
+            1,
+            0 if ok else 1,
+            1 if is_action else 0,
+            1 if failed_action else 0,
+            latency_ms,
+            tokens,
+            cost_usd,
+        )
         tail = (
             dims.origin,
             dims.agent_id,
