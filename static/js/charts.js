@@ -95,6 +95,11 @@
         },
         options: {
           indexAxis: type === "bar" ? "y" : "x",
+          // Long labels (endpoints) keep their informative end; the tooltip shows them whole.
+          scales: type === "bar" ? { y: { ticks: { callback: function (value) {
+            var label = this.getLabelForValue(value);
+            return label.length > 28 ? "…" + label.slice(-27) : label;
+          } } } } : {},
           plugins: { legend: { display: type !== "bar" } },
           onClick: function (event, elements, chart) {
             var hit = clickedElement(chart, event);

@@ -82,3 +82,21 @@ def test_a_failures_bar_drills_down_to_the_matching_traces(
     assert listed == expected
     assert 1 <= len(listed) <= bar["steps"]
     screenshot(page, "dashboard_drilldown_traces")
+
+
+@pytest.mark.parametrize("path", ["/dashboards/?window=7d", "/dashboards/failures/?window=7d"])
+def test_the_dashboards_fit_a_390_px_phone(
+    browser: Any, production_server: ServedApp, path: str
+) -> None:
+    served = production_server
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    phone = context.new_page()
+    login(phone, served.url, "ops", "ops-demo")
+    phone.goto(served.url + path)
+    phone.wait_for_function(
+        "() => [...document.querySelectorAll('canvas[data-chart]')].every(c => c.dataset.ready)"
+    )
+    width = phone.evaluate("() => document.scrollingElement.scrollWidth")
+    screenshot(phone, "dashboard_" + ("failures" if "failures" in path else "overview") + "-390")
+    context.close()
+    assert width <= 390
