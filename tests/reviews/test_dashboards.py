@@ -366,3 +366,21 @@ def test_the_trace_list_keeps_its_filters_in_the_pager_links(
     response = ops_client.get("/traces/?step_error=TIMEOUT&tool=get_order&origin=all")
     assert response.context["querystring"] == "origin=all&step_error=TIMEOUT&tool=get_order"
     assert "tool = get_order" in response.content.decode()
+
+
+def test_drill_down_filters_hold_the_trace_lists_query_count(
+    ops_client: Client, support_agent: Any
+) -> None:
+    url = "/traces/?step_error=any&tool=get_order&policy_version=v2&since=2000-01-01T00:00"
+    counts, listed = [], []
+    for steps in (300, 3000):
+        dashboard_data_fill(
+            steps=steps, days=2, seed=steps, now=timezone.now(), agent_id=support_agent.pk
+        )
+        with CaptureQueriesContext(connection) as queries:
+            response = ops_client.get(url)
+        assert response.status_code == 200
+        counts.append(len(queries))
+        listed.append(len(response.context["page"].object_list))
+    assert 0 < listed[0] < listed[1]
+    assert counts[0] == counts[1]
