@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -251,18 +253,46 @@ def _trace_dims(origin: str, agent_id: int, version: str, bucket: int | None) ->
     )
 
 
+# A run's dimensions do not change while it writes steps (its policy version is set before
+# the first one), so the group commit reads them once per run, not once per batch.
+_DIMS_CACHE_SIZE = 10_000
+_dims_cache: OrderedDict[str, TraceDims] = OrderedDict()
+_dims_lock = threading.Lock()
+
+
+def rollups_forget_trace(*, trace_id: str) -> None:
+    """Drop a trace's cached dimensions: its policy version is about to change."""
+    with _dims_lock:
+        _dims_cache.pop(str(trace_id), None)
+
+
+def _dims_of(trace_ids: set[str]) -> dict[str, TraceDims]:
+    with _dims_lock:
+        found = {pk: _dims_cache[pk] for pk in trace_ids if pk in _dims_cache}
+    missing = trace_ids - found.keys()
+    if missing:
+        rows = Trace.objects.filter(pk__in=missing).values_list(
+            "pk", "origin", "agent_id", "policy_version", "policy_bucket"
+        )
+        fetched = {
+            str(pk): _trace_dims(origin, agent_id, version, bucket)
+            for pk, origin, agent_id, version, bucket in rows
+        }
+        found.update(fetched)
+        with _dims_lock:
+            _dims_cache.update(fetched)
+            while len(_dims_cache) > _DIMS_CACHE_SIZE:
+                _dims_cache.popitem(last=False)
+    return found
+
+
 def rollups_record_steps(*, steps: Iterable[Step]) -> None:
     """Count freshly inserted steps; call in the transaction that inserted them."""
     steps = list(steps)
     if not steps:
         return
     # The recorder hands trace ids as strings, the ORM as UUIDs.
-    dims = {
-        str(pk): _trace_dims(origin, agent_id, version, bucket)
-        for pk, origin, agent_id, version, bucket in Trace.objects.filter(
-            pk__in={step.trace_id for step in steps}
-        ).values_list("pk", "origin", "agent_id", "policy_version", "policy_bucket")
-    }
+    dims = _dims_of({str(step.trace_id) for step in steps})
     acc = RollupAccumulator()
     for step in steps:
         acc.add_step(

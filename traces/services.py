@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from traces.models import Step, Trace
 from traces.redaction import redact_text
-from traces.rollups import rollups_record_run, rollups_record_steps
+from traces.rollups import rollups_forget_trace, rollups_record_run, rollups_record_steps
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ def trace_create(
 
 
 def trace_set_policy(*, trace_id: str, version: str) -> None:
+    rollups_forget_trace(trace_id=trace_id)
     Trace.objects.filter(pk=trace_id).update(policy_version=version)
 
 

@@ -160,6 +160,15 @@ def test_a_runs_steps_land_in_the_rows_of_their_hour_and_day(support_agent: Any)
     assert StepRollupHourly.objects.get(period_start=ten, tool_name="").tokens == 110
 
 
+def test_steps_after_a_policy_change_count_under_the_new_version(support_agent: Any) -> None:
+    trace = new_trace(support_agent, version="v3")
+    write(trace, reasoning(), at=T0)
+    trace_set_policy(trace_id=str(trace.pk), version="v4")  # a redelivered run, a new version
+    write(trace, reasoning(), at=T0)
+    by_version = dict(StepRollupHourly.objects.values_list("policy_version", "steps"))
+    assert by_version == {"v3": 1, "v4": 1}
+
+
 @pytest.mark.parametrize(
     ("status", "outcome", "first_failed", "expected"),
     [
