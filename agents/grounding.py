@@ -25,8 +25,15 @@ without it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from babel import Locale, UnknownLocaleError
+from babel.numbers import list_currencies
 
 from agents.intents import DATA_INTENTS, intent_detect
 from traces.models import ErrorType, Trace
@@ -70,9 +77,30 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 
-def _statements(text: str) -> list[str]:
+def _statements(text: str, *, locale: str = "") -> list[str]:
     """The declarative sentences; a question states nothing."""
-    return [s for s in _sentences(text) if not s.rstrip().endswith("?")]
+    return [s for s in _sentences_of(text, locale=locale) if not s.rstrip().endswith("?")]
+
+
+def _sentences_of(text: str, *, locale: str) -> list[str]:
+    """Sentences, keeping a day-dot date ("25. Dezember 2026") in one piece."""
+    pieces = _sentences(text)
+    if not locale:
+        return pieces
+    months = _month_names(locale)
+    joined: list[str] = []
+    for piece in pieces:
+        first_word = re.match(r"([^\W\d_]+)\.?\s+\d{4}\b", piece)
+        if (
+            joined
+            and re.search(r"(?<!\d)\d{1,2}\.$", joined[-1])
+            and first_word
+            and first_word.group(1).lower() in months
+        ):
+            joined[-1] = f"{joined[-1]} {piece}"
+        else:
+            joined.append(piece)
+    return joined
 
 
 _EXAMPLE_MARKER = re.compile(
@@ -121,12 +149,54 @@ _MONTHS = {
     for name in names
 }
 _MONTH = r"(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+Z?)?\b")
-_NAMED_DATE = re.compile(
-    rf"\b(?:{_MONTH}\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?|"
-    rf"(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?)\b",
-    re.I,
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w:])")
+# An ISO value in an observation, read as an instant when it has a time and an offset.
+_ISO_VALUE = re.compile(
+    r"(?<![\w-])(?P<date>\d{4}-\d{2}-\d{2})(?:[T ](?P<time>\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)"
+    r"(?P<zone>Z|[+-]\d{2}:?\d{2})?)?"
 )
+# "28/11/2026", "11/28/26", "28.11.2026", "2026/11/28": the order depends on the customer.
+_NUMERIC_DATE = re.compile(
+    r"(?<![\w./-])(?:(?P<a>\d{1,2})(?P<sep>[/.])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4}|\d{2})|"
+    r"(?P<y2>\d{4})/(?P<m2>\d{1,2})/(?P<d2>\d{1,2}))(?![\w/]|\.\d)"
+)
+# A clock time ("2:03 PM", "14:03") and a zone label ("UTC", "UTC-05:00", "+0100"), as a
+# formatted timestamp shows them.
+_CLOCK = re.compile(
+    r"(?<![\w:.])(?P<h>\d{1,2}):(?P<m>\d{2})(?::\d{2})?(?:\s?(?P<ampm>[AaPp])\.?\s?[Mm]\.?)?"
+    r"(?![\w:]|\.\d)"
+)
+_CJK_DATE = re.compile(r"(?P<y>\d{4})\s?年\s?(?P<m>\d{1,2})\s?月\s?(?P<d>\d{1,2})\s?日")
+_ZONE_LABEL = re.compile(r"\b(?:UTC|GMT)(?:\s?[+-]\d{1,2}(?::?\d{2})?)?\b|(?<=\s)[+-]\d{4}\b")
+
+
+@lru_cache(maxsize=32)
+def _named_date(locale: str) -> re.Pattern[str]:
+    """Dates written with a month name, in English or in the customer's language."""
+    names = "|".join(map(re.escape, sorted(_month_names(locale), key=len, reverse=True)))
+    return re.compile(
+        rf"\b(?:(?P<m1>{names})\.?\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(?P<y1>\d{{4}}))?|"
+        rf"(?P<d2>\d{{1,2}})(?:st|nd|rd|th|\.)?\s+(?:of\s+|de\s+)?(?P<m2>{names})\.?"
+        rf"(?:,?\s+(?:de\s+)?(?P<y2>\d{{4}}))?)(?!\w)",
+        re.I,
+    )
+
+
+@lru_cache(maxsize=32)
+def _month_names(locale: str) -> dict[str, int]:
+    names = dict(_MONTHS)
+    try:
+        cldr = Locale.parse(locale.replace("-", "_")) if locale else None
+    except (UnknownLocaleError, ValueError):
+        cldr = None
+    if cldr is not None:
+        for context in ("format", "stand-alone"):
+            for width in ("wide", "abbreviated"):
+                for number, name in cldr.months.get(context, {}).get(width, {}).items():
+                    names.setdefault(str(name).lower().rstrip("."), number)
+    return names
+
+
 _RELATIVE_DATE = re.compile(
     r"\b(today|tomorrow|yesterday|tonight|this (?:week|weekend)|next (?:week|month)|"
     r"(?:on|by|this|next) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
@@ -145,11 +215,36 @@ _IDENTIFIER = re.compile(
     r"#?\b(?:[A-Za-z]+[-_]?\d[\w-]*|\d+[A-Za-z][\w-]*|\d{5,})\b"
     r"|#\d{3,}\b"
 )
+_NUMBER_TEXT = r"(?:\d{1,3}(?:[.,\u00a0\u202f]\d{3})+|\d+)(?:[.,]\d+)?"
+_CURRENCY_CODES = frozenset(list_currencies())
+# What a currency sign may stand for; a code stands for itself.
+_CURRENCY_SIGNS = {
+    "us$": {"USD"},
+    "$us": {"USD"},
+    "ca$": {"CAD"},
+    "a$": {"AUD"},
+    "nz$": {"NZD"},
+    "hk$": {"HKD"},
+    "$": {"USD", "CAD", "AUD", "NZD", "HKD", "SGD", "MXN"},
+    "€": {"EUR"},
+    "£": {"GBP"},
+    "¥": {"JPY", "CNY"},
+    "₹": {"INR"},
+    "dollar": {"USD", "CAD", "AUD", "NZD", "HKD", "SGD"},
+    "dollars": {"USD", "CAD", "AUD", "NZD", "HKD", "SGD"},
+    "euro": {"EUR"},
+    "euros": {"EUR"},
+    "pound": {"GBP"},
+    "pounds": {"GBP"},
+}
+_SIGN = r"(?:US\$|\$US|CA\$|A\$|NZ\$|HK\$|[$€£¥₹])"
+_CODE = r"\b[A-Z]{3}\b"
 _AMOUNT = re.compile(
-    r"(?:[$€£]\s?\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:%|percent\b|usd\b|eur\b|gbp\b|"
-    r"dollars?\b|euros?\b|pounds?\b))",
-    re.I,
+    rf"(?P<pre>{_SIGN}|{_CODE})\s?(?P<n1>{_NUMBER_TEXT})|"
+    rf"(?P<n2>{_NUMBER_TEXT})\s?(?P<post>{_SIGN}|{_CODE}|(?i:dollars?|euros?|pounds?)\b)"
 )
+_PERCENT = re.compile(rf"(?P<number>{_NUMBER_TEXT})\s?(?:%|percent\b)", re.I)
+_OBSERVED_CURRENCY = re.compile(r'"currency(?:_code)?"\s*:\s*"([A-Za-z]{3})"')
 # "1." or "2)" opening a list item numbers the list, it states nothing.
 _LIST_MARKER = re.compile(r"\d{1,2}[.)](?:\s|$)")
 _DURATION = re.compile(
@@ -258,38 +353,169 @@ def _number_of(text: str) -> Decimal | None:
         return None
 
 
+def _number_readings(text: str) -> set[Decimal]:
+    """What a written number can mean: "1.299,90" and "1,299.90" are both 1299.90.
+
+    A single separator before exactly three digits ("1,299") may group thousands or mark
+    decimals depending on the customer's locale, so both readings count.
+    """
+    digits = re.sub(r"[\s\u00a0\u202f]", "", text)
+    separators = [c for c in digits if c in ".,"]
+    readings: list[str] = []
+    if not separators:
+        readings = [digits]
+    elif len(set(separators)) == 2:
+        decimal_mark = separators[-1]
+        grouping = "," if decimal_mark == "." else "."
+        readings = [digits.replace(grouping, "").replace(decimal_mark, ".")]
+    elif len(separators) > 1:
+        readings = [digits.replace(separators[0], "")]
+    else:
+        head, _, tail = digits.replace(",", ".").partition(".")
+        readings = [f"{head}.{tail}"] + ([head + tail] if len(tail) == 3 else [])
+    found = set()
+    for reading in readings:
+        try:
+            found.add(Decimal(reading))
+        except InvalidOperation:
+            continue
+    return found
+
+
 def _token_in(token: str, evidence: str) -> bool:
     token = token.lstrip("#")
     return bool(re.search(rf"(?<![\w.]){re.escape(token)}(?![\w]|\.\d)", evidence, re.I))
 
 
-def _date_supported(match: re.Match[str], observations: str) -> bool:
-    text = match.group(0)
-    if _ISO_DATE.fullmatch(text):
-        return text[:10] in observations
+@dataclass
+class _Evidence:
+    """The observations, and the dates, times, numbers and currencies they state."""
+
+    text: str
+    numbers: set[Decimal]
+    dates: set[date] = field(default_factory=set)
+    clocks: set[tuple[int, int]] = field(default_factory=set)
+    currencies: set[str] = field(default_factory=set)
+
+
+def _evidence(observations: list[str], *, time_zone: str) -> _Evidence:
+    text = "\n".join(observations)
+    evidence = _Evidence(text=text, numbers=_numbers_in(text))
+    evidence.currencies = {code.upper() for code in _OBSERVED_CURRENCY.findall(text)}
+    try:
+        zone = ZoneInfo(time_zone or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = ZoneInfo("UTC")
+    for match in _ISO_VALUE.finditer(text):
+        try:
+            evidence.dates.add(date.fromisoformat(match.group("date")))
+        except ValueError:
+            continue
+        if not match.group("time"):
+            continue
+        hours, minutes = (int(part) for part in match.group("time").split(":")[:2])
+        evidence.clocks.add((hours, minutes))
+        offset = match.group("zone") or ""
+        if not offset:
+            continue
+        offset = "+00:00" if offset == "Z" else offset
+        try:
+            moment = datetime.fromisoformat(f"{match.group('date')}T{match.group('time')}{offset}")
+        except ValueError:
+            continue
+        # The customer reads an instant in their own time zone, which may be another day.
+        local = moment.astimezone(zone)
+        evidence.dates.add(local.date())
+        evidence.clocks.add((local.hour, local.minute))
+    return evidence
+
+
+def _iso_date_supported(text: str, evidence: _Evidence) -> bool:
+    return text[:10] in evidence.text
+
+
+def _named_date_supported(match: re.Match[str], evidence: _Evidence, locale: str) -> bool:
     day = int(match.group("d1") or match.group("d2"))
-    month = next(
-        number for name, number in _MONTHS.items() if re.search(rf"\b{name}\b", text, re.I)
-    )
-    return f"-{month:02d}-{day:02d}" in observations or text.lower() in observations.lower()
+    name = (match.group("m1") or match.group("m2")).lower().rstrip(".")
+    month = _month_names(locale)[name]
+    year = match.group("y1") or match.group("y2")
+    if year:
+        if _is_date(int(year), month, day) in evidence.dates:
+            return True
+    elif any((seen.month, seen.day) == (month, day) for seen in evidence.dates):
+        return True
+    return match.group(0).lower() in evidence.text.lower()
+
+
+def _numeric_date_supported(match: re.Match[str], evidence: _Evidence) -> bool:
+    if match.group("y2"):
+        year, readings = int(match.group("y2")), [(int(match.group("m2")), int(match.group("d2")))]
+    else:
+        year = int(match.group("y"))
+        year += 2000 if year < 100 else 0
+        first, second = int(match.group("a")), int(match.group("b"))
+        # Day first or month first: the customer's locale decides, the evidence must agree.
+        readings = [(second, first), (first, second)]
+    return any(_is_date(year, month, day) in evidence.dates for month, day in readings)
+
+
+def _is_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _clock_supported(match: re.Match[str], evidence: _Evidence) -> bool:
+    hour, minute = int(match.group("h")), int(match.group("m"))
+    ampm = (match.group("ampm") or "").lower()
+    if ampm:
+        hour = hour % 12 + (12 if ampm == "p" else 0)
+    return (hour, minute) in evidence.clocks
+
+
+def _amount_unsupported(match: re.Match[str], evidence: _Evidence) -> str:
+    """Why a written amount of money is not the observations' amount; "" when it is."""
+    mark = match.group("pre") or match.group("post")
+    number = match.group("n1") or match.group("n2")
+    if not _number_readings(number) & evidence.numbers:
+        return "absent"
+    currencies = _CURRENCY_SIGNS.get(mark.lower(), {mark} if mark.isupper() else set())
+    if evidence.currencies and currencies and not currencies & evidence.currencies:
+        listed = ", ".join(sorted(evidence.currencies))
+        return f"the answer states {match.group(0)!r}, but the observations give {listed}"
+    return ""
 
 
 def unsupported_fact(
-    *, answer: str, query: str, observations: list[str], customer_id: str = ""
+    *,
+    answer: str,
+    query: str,
+    observations: list[str],
+    customer_id: str = "",
+    locale: str = "",
+    time_zone: str = "UTC",
 ) -> str:
-    """The first fact ``answer`` states that the evidence does not back, described; or ""."""
-    seen = "\n".join(observations)
+    """The first fact ``answer`` states that the evidence does not back, described; or "".
+
+    Facts may be written for the customer: dates with month names in English or in the
+    ``locale``'s language, numeric dates in either day-month order, times of day in
+    ``time_zone``, amounts with a currency sign or code and either decimal mark. They are
+    normalised and then compared with what the observations hold; a currency other than
+    the observations' is a different fact.
+    """
+    evidence = _evidence(observations, time_zone=time_zone)
     asked = f"{query}\n{customer_id}"
-    seen_numbers = _numbers_in(seen)
-    for sentence in _statements(_normal(answer)):
-        reason = _sentence_unsupported(sentence, asked=asked, seen=seen, numbers=seen_numbers)
+    for sentence in _statements(_normal(answer), locale=locale):
+        reason = _sentence_unsupported(sentence, asked=asked, evidence=evidence, locale=locale)
         if reason:
             return reason
     return ""
 
 
-def _sentence_unsupported(sentence: str, *, asked: str, seen: str, numbers: set[Decimal]) -> str:
+def _sentence_unsupported(sentence: str, *, asked: str, evidence: _Evidence, locale: str) -> str:
     covered = bytearray(len(sentence))
+    seen, numbers = evidence.text, evidence.numbers
 
     def fresh(match: re.Match[str]) -> bool:
         """Not part of a fact already checked, and not a format example."""
@@ -302,38 +528,30 @@ def _sentence_unsupported(sentence: str, *, asked: str, seen: str, numbers: set[
     def absent(what: str) -> str:
         return f"the answer states {what!r}, which no observation contains"
 
-    for pattern in (_ISO_DATE, _NAMED_DATE):
-        for match in pattern.finditer(sentence):
-            if fresh(match) and not _date_supported(match, seen):
-                return absent(match.group(0))
+    has_digits = any(char.isdigit() for char in sentence)
+    if has_digits:
+        reason = _dates_and_amounts_unsupported(sentence, fresh, evidence=evidence, locale=locale)
+        if reason:
+            return reason
     for match in _RELATIVE_DATE.finditer(sentence):
         if (
             fresh(match)
             and _SHOP_EVENT.search(sentence)
             and not _supposed(sentence, match.start())
-            and not (_ISO_DATE.search(seen) or _NAMED_DATE.search(seen))
+            and not (evidence.dates or _named_date(locale).search(seen))
         ):
             return f"the answer says {match.group(0)!r}, but no observation has a date"
-    for match in _AMOUNT.finditer(sentence):
-        if fresh(match) and _number_of(match.group(0)) not in numbers:
-            return absent(match.group(0))
     for match in _IDENTIFIER.finditer(sentence):
         token = match.group(0)
         if fresh(match) and not (_token_in(token, asked) or _token_in(token, seen)):
             return absent(token)
-    for match in _DURATION.finditer(sentence):
-        # "try again in 10 minutes" is advice about the agent, not a fact about the shop.
-        advice = _ADVICE.search(sentence[: match.start()])
-        if fresh(match) and not advice and _number_of(match.group(0)) not in numbers:
-            return absent(match.group(0))
+    if has_digits:
+        reason = _counts_unsupported(sentence, fresh, numbers=numbers)
+        if reason:
+            return reason
     for match in _WORD_QUANTITY.finditer(sentence):
         value = Decimal(_NUMBER_WORDS[match.group(1).lower()])
         if fresh(match) and value not in numbers:
-            return absent(match.group(0))
-    for match in _NUMBER.finditer(sentence):
-        if _LIST_MARKER.match(sentence[match.start() :]) and not sentence[: match.start()].strip():
-            continue
-        if fresh(match) and Decimal(match.group(0).replace(",", "")) not in numbers:
             return absent(match.group(0))
     for pattern, backing in _CLAIMS:
         for match in pattern.finditer(sentence):
@@ -341,6 +559,68 @@ def _sentence_unsupported(sentence: str, *, asked: str, seen: str, numbers: set[
                 continue
             if not any(word in seen.lower() for word in backing):
                 return f"the answer says {match.group(0)!r}, which no observation supports"
+    return ""
+
+
+def _absent(what: str) -> str:
+    return f"the answer states {what!r}, which no observation contains"
+
+
+def _dates_and_amounts_unsupported(
+    sentence: str, fresh: Callable[[re.Match[str]], bool], *, evidence: _Evidence, locale: str
+) -> str:
+    """Dates, times of day and amounts of a sentence, in whatever style they are written."""
+    absent = _absent
+
+    for match in _ISO_DATE.finditer(sentence):
+        if fresh(match) and not _iso_date_supported(match.group(0), evidence):
+            return absent(match.group(0))
+    # A zone label states no fact of its own: its digits are not amounts.
+    for match in _ZONE_LABEL.finditer(sentence):
+        fresh(match)
+    named = _named_date(locale)
+    for match in named.finditer(sentence):
+        if fresh(match) and not _named_date_supported(match, evidence, locale):
+            return absent(match.group(0))
+    for match in _NUMERIC_DATE.finditer(sentence):
+        if fresh(match) and not _numeric_date_supported(match, evidence):
+            return absent(match.group(0))
+    for match in _CJK_DATE.finditer(sentence):
+        found = _is_date(*(int(match.group(part)) for part in ("y", "m", "d")))
+        if fresh(match) and found not in evidence.dates:
+            return absent(match.group(0))
+    for match in _CLOCK.finditer(sentence):
+        if fresh(match) and not _clock_supported(match, evidence):
+            return absent(match.group(0))
+    for match in _AMOUNT.finditer(sentence):
+        mark = match.group("pre") or match.group("post")
+        if mark.isalpha() and mark.isupper() and mark not in _CURRENCY_CODES:
+            continue  # "UPS 2" is a carrier and a number, not money
+        if fresh(match):
+            reason = _amount_unsupported(match, evidence)
+            if reason:
+                return absent(match.group(0)) if reason == "absent" else reason
+    for match in _PERCENT.finditer(sentence):
+        if fresh(match) and not _number_readings(match.group("number")) & evidence.numbers:
+            return absent(match.group(0))
+    return ""
+
+
+def _counts_unsupported(
+    sentence: str, fresh: Callable[[re.Match[str]], bool], *, numbers: set[Decimal]
+) -> str:
+    """Durations and any other number left once dates, amounts and identifiers are checked."""
+    absent = _absent
+    for match in _DURATION.finditer(sentence):
+        # "try again in 10 minutes" is advice about the agent, not a fact about the shop.
+        advice = _ADVICE.search(sentence[: match.start()])
+        if fresh(match) and not advice and _number_of(match.group(0)) not in numbers:
+            return absent(match.group(0))
+    for match in _NUMBER.finditer(sentence):
+        if _LIST_MARKER.match(sentence[match.start() :]) and not sentence[: match.start()].strip():
+            continue
+        if fresh(match) and not _number_readings(match.group(0)) & numbers:
+            return absent(match.group(0))
     return ""
 
 
@@ -384,7 +664,13 @@ def reports_failed_lookup(answer: str) -> bool:
 
 
 def answer_judge(
-    *, query: str, answer: str, history: LookupHistory, customer_id: str = ""
+    *,
+    query: str,
+    answer: str,
+    history: LookupHistory,
+    customer_id: str = "",
+    locale: str = "",
+    time_zone: str = "UTC",
 ) -> Verdict:
     """Reject an answer that states unsupported facts; otherwise say how the run ended.
 
@@ -395,7 +681,12 @@ def answer_judge(
     if not answer.strip():
         return Verdict(reason="the final answer is empty")
     reason = unsupported_fact(
-        answer=answer, query=query, observations=history.observations, customer_id=customer_id
+        answer=answer,
+        query=query,
+        observations=history.observations,
+        customer_id=customer_id,
+        locale=locale,
+        time_zone=time_zone,
     )
     if reason:
         return Verdict(reason=reason)
@@ -416,3 +707,57 @@ def answer_judge(
             reason=f"the request ({intent.value}) needs shop data but no tool call succeeded"
         )
     return Verdict(outcome=Outcome.ANSWERED_WITHOUT_DATA)
+
+
+# --- facts as a customer reads them, for tracing ---------------------------------------
+
+
+@dataclass(frozen=True)
+class WrittenValue:
+    """A date or an amount as the answer writes it, with what it can mean."""
+
+    start: int
+    end: int
+    text: str
+    dates: tuple[date, ...] = ()
+    amounts: frozenset[Decimal] = frozenset()
+    currencies: frozenset[str] = frozenset()
+
+
+def written_values(text: str, *, locale: str = "") -> list[WrittenValue]:
+    """The dates and the currency-marked amounts ``text`` writes in a customer's style,
+    read the way the grounding check reads them (month names of ``locale`` included)."""
+    found: list[WrittenValue] = []
+    for match in _named_date(locale).finditer(text):
+        day = int(match.group("d1") or match.group("d2"))
+        month = _month_names(locale)[(match.group("m1") or match.group("m2")).lower().rstrip(".")]
+        year = match.group("y1") or match.group("y2")
+        if year and (written := _is_date(int(year), month, day)):
+            found.append(WrittenValue(*match.span(), match.group(0), dates=(written,)))
+    for match in _NUMERIC_DATE.finditer(text):
+        if match.group("y2"):
+            year, readings = (
+                int(match.group("y2")),
+                [(int(match.group("m2")), int(match.group("d2")))],
+            )
+        else:
+            year = int(match.group("y")) + (2000 if len(match.group("y")) == 2 else 0)
+            first, second = int(match.group("a")), int(match.group("b"))
+            readings = [(second, first), (first, second)]
+        days = tuple(d for m, d_ in readings if (d := _is_date(year, m, d_)))
+        if days:
+            found.append(WrittenValue(*match.span(), match.group(0), dates=days))
+    for match in _AMOUNT.finditer(text):
+        mark = match.group("pre") or match.group("post")
+        currencies = _CURRENCY_SIGNS.get(mark.lower(), {mark} if mark in _CURRENCY_CODES else set())
+        if currencies:
+            number = match.group("n1") or match.group("n2")
+            found.append(
+                WrittenValue(
+                    *match.span(),
+                    match.group(0),
+                    amounts=frozenset(_number_readings(number)),
+                    currencies=frozenset(currencies),
+                )
+            )
+    return sorted(found, key=lambda value: value.start)

@@ -23,6 +23,13 @@ TRUNCATION_MARKER = "…[truncated {count} chars]…"
 HEAD_SHARE = 2 / 3
 WHITESPACE_RUN = re.compile(r"[^\S\n]+")
 CHARSET_PARAMETER = re.compile(r"charset=[\"']?([\w.:-]+)", re.IGNORECASE)
+# A field whose last word names money ("price", "final_price", "refund_amount", "total"):
+# its number means nothing to a customer without the currency beside it.
+MONEY_KEY = re.compile(r"(?:^|_)(?:price|amount|cost|fee|subtotal|total|refund)$", re.IGNORECASE)
+CURRENCY_KEYS = ("currency", "currency_code")
+# A field holding a stock-keeping-unit code, and the fields naming what that code sells.
+SKU_KEY = re.compile(r"^(?:\w+_)?sku(?:_code)?$", re.IGNORECASE)
+PRODUCT_NAME_KEYS = ("product_name", "name", "title")
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,44 @@ def _project(value: Any, paths: list[tuple[str, ...]]) -> Any:
         child = _project(value[key], [path[1:] for path in paths if path[0] == key])
         if child is not _MISSING:
             result[key] = child
+    if result:
+        _keep_companions(value, result)
     return result if result else _MISSING
+
+
+def _keep_companions(source: dict[str, Any], kept: dict[str, Any]) -> None:
+    """Keep the fields that give kept values their meaning for a customer.
+
+    An amount kept without its currency, or a SKU code without the product it sells,
+    cannot be told to a customer in words; key fields name what matters, not everything
+    it needs beside it.
+    """
+    if _holds_money(kept):
+        for key in CURRENCY_KEYS:
+            if isinstance(source.get(key), str) and key not in kept:
+                kept[key] = source[key]
+                break
+    if any(SKU_KEY.match(key) and isinstance(value, str) for key, value in kept.items()):
+        for key in PRODUCT_NAME_KEYS:
+            if isinstance(source.get(key), str) and source[key]:
+                kept.setdefault(key, _shorten(source[key]))
+                break
+
+
+def _holds_money(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_holds_money(item) for item in value)
+    if not isinstance(value, dict):
+        return False
+    return any(
+        (MONEY_KEY.search(key) and is_amount(child)) or _holds_money(child)
+        for key, child in value.items()
+    )
+
+
+def is_amount(value: Any) -> bool:
+    """A JSON number that can be an amount of money (booleans are ints in Python)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _shorten_strings(value: Any) -> Any:

@@ -35,6 +35,13 @@ REASONING_INSTRUCTIONS = (
     'citing the facts from observations>"}'
 )
 
+ANSWER_STYLE_INSTRUCTIONS = (
+    "In the final answer, write for the customer: name each product by its product name "
+    "with its SKU code in parentheses, write dates and times the way the locale above "
+    "does (never raw ISO timestamps), in the time zone above, and give every price with "
+    "its currency."
+)
+
 REFLECTION_INSTRUCTIONS = (
     "Compare the observation with the expectation. If they differ you must say so, name "
     "the most likely cause and choose a different next move. Reply with ONE JSON object:\n"
@@ -109,8 +116,13 @@ def reasoning_messages(
     earlier_rounds: list[RoundRecord],
     recent_rounds: list[RoundRecord],
     warnings: list[str],
+    locale: str = "",
+    time_zone: str = "",
 ) -> list[ChatMessage]:
-    """Build the reasoning prompt: last rounds verbatim, older ones as one line each."""
+    """Build the reasoning prompt: last rounds verbatim, older ones as one line each.
+
+    ``locale`` and ``time_zone`` are the customer's: the answer is written in their style.
+    """
     recent: list[str] = []
     for rnd in recent_rounds:
         recent += [
@@ -125,6 +137,14 @@ def reasoning_messages(
         REASONING_HEADING,
         _section("User request", [query.strip()]),
         _section("Customer", [f"customer_id: {customer_id}"] if customer_id else []),
+        _section(
+            "Answer style",
+            [
+                f"- locale: {locale or 'en-US'}",
+                f"- time zone: {time_zone or 'UTC'}",
+                f"- {ANSWER_STYLE_INSTRUCTIONS}",
+            ],
+        ),
         _section("Tools", render_tools(tools)),
         _section("Strategy hints", [f"- {hint}" for hint in hints]),
         _section("Key facts", [f"- {fact}" for fact in key_facts]),

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
 from agents.adapters import validate_arguments
+from agents.answer_format import AnswerStyle, Evidence, answer_format
 from agents.customer_text import customer_text_clean
 from agents.executor import (
     ExecutorCode,
@@ -29,7 +31,7 @@ from agents.executor import (
     ValidatedCall,
     ValidationFailure,
 )
-from agents.grounding import LookupHistory, answer_judge
+from agents.grounding import LookupHistory, answer_judge, unsupported_fact
 from agents.intents import intent_detect
 from agents.llm.base import LLMClient, LLMError, LLMResponse
 from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
@@ -52,6 +54,8 @@ from agents.prompts import (
 )
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
 from traces.models import Trace
+
+logger = logging.getLogger(__name__)
 
 HANDOVER_REPLY = "I'm handing this over to a support colleague, who will get back to you shortly."
 
@@ -165,6 +169,8 @@ class StepRecord:
     strategy_version: str = ""
     idempotency_key: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # Set by the sink when it stores the record (0 until then): what facts point back to.
+    step_number: int = 0
 
 
 @dataclass(frozen=True)
@@ -209,6 +215,7 @@ class RunMemory:
     repeat_streak: int = 0
     successful_tool_results: int = 0
     observations: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
     last_call_error: str = ""
     latest_call_error: str = ""
     reasoning_calls: int = 0
@@ -284,6 +291,7 @@ class RunMemory:
             if record.ok:
                 self.successful_tool_results += 1
                 self.observations.append(record.response_summary)
+                self.evidence.append(Evidence(record.step_number, record.response_summary))
                 self.key_facts[signature] = record.response_summary[:300]
             self.state = RunState.REFLECTING
         elif record.phase == Phase.REFLECTION:
@@ -342,6 +350,7 @@ class AgentRun:
         config: RuntimeConfig,
         policy: RuntimePolicy = EMPTY_POLICY,
         recorded_steps: list[StepRecord] | None = None,
+        style: AnswerStyle | None = None,
     ) -> None:
         self.trace_id = trace_id
         self.query = query
@@ -352,6 +361,7 @@ class AgentRun:
         self.rules = rules
         self.config = config
         self.policy = policy
+        self.style = style or AnswerStyle()
         self.strategy_version = policy.version
         self.intent = intent_detect(query).value
         self._applied: list[dict[str, Any]] = []
@@ -456,6 +466,8 @@ class AgentRun:
             earlier_rounds=memory.rounds[:-verbatim] if verbatim else memory.rounds,
             recent_rounds=memory.rounds[-verbatim:] if verbatim else [],
             warnings=memory.warnings(self.config.repeat_stop_at),
+            locale=self.style.locale.replace("_", "-"),
+            time_zone=self.style.time_zone,
         )
         response = await self._complete(messages, ReasoningStep, "reasoning", round_number)
         if response is None:
@@ -512,6 +524,8 @@ class AgentRun:
                 answer=answer,
                 history=memory.lookups(),
                 customer_id=self.customer_id,
+                locale=self.style.locale,
+                time_zone=self.style.time_zone,
             )
             reason = verdict.reason
             if raw and not answer:
@@ -543,6 +557,9 @@ class AgentRun:
                 details["error_type"] = verdict.error_type
             if cleaned.removed:
                 details["removed_from_answer"] = list(cleaned.removed)
+            answer, facts = self._readable(answer)
+            if facts:
+                details["facts"] = facts
             await self._record(
                 StepRecord(
                     phase=Phase.FINAL,
@@ -597,6 +614,32 @@ class AgentRun:
             return
         self._validated = checked
         self._move(RunState.EXECUTING_TOOL)
+
+    def _readable(self, answer: str) -> tuple[str, list[dict[str, Any]]]:
+        """The accepted answer in the customer's style, and the facts it traced.
+
+        The rewrite only re-expresses values the observations hold; the grounding check
+        runs again on the result so that a formatting fault can never put an unsupported
+        fact in front of a customer (the answer as the model wrote it goes out instead).
+        """
+        formatted = answer_format(answer=answer, evidence=self.memory.evidence, style=self.style)
+        facts = [fact.as_dict() for fact in formatted.facts]
+        if formatted.text == answer:
+            return answer, facts
+        problem = unsupported_fact(
+            answer=formatted.text,
+            query=self.query,
+            observations=self.memory.observations,
+            customer_id=self.customer_id,
+            locale=self.style.locale,
+            time_zone=self.style.time_zone,
+        )
+        if problem:
+            logger.warning(
+                "answer.format_rejected", extra={"trace_id": self.trace_id, "reason": problem}
+            )
+            return answer, []
+        return formatted.text, facts
 
     def _apply_policy_inputs(self, call: ValidatedCall) -> ValidatedCall | ValidationFailure:
         """Policy adapters transform the input; policy validation rules then check it."""

@@ -15,6 +15,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
+from agents.answer_format import answer_style
 from agents.credentials import ToolAuthInvalid, tool_auth_parse
 from agents.endpoints import endpoint_template_problem
 from agents.executor import ToolExecutor, ToolSnapshot
@@ -225,8 +226,14 @@ def run_start(
     session_id: str = "",
     user_id: int | None = None,
     source: str = "api",
+    locale: str = "",
+    time_zone: str = "",
 ) -> Trace:
-    """Store the run as queued and enqueue it once the transaction commits."""
+    """Store the run as queued and enqueue it once the transaction commits.
+
+    ``locale`` and ``time_zone`` are the customer's answer style; blank ones take the
+    site defaults when the run executes.
+    """
     with transaction.atomic():
         trace = trace_services.trace_create(
             agent_id=agent.pk,
@@ -239,6 +246,8 @@ def run_start(
             session_id=session_id,
             created_by_id=user_id,
             source=source,
+            locale=locale,
+            time_zone=time_zone,
         )
         trace_id = str(trace.pk)
         transaction.on_commit(lambda: run_enqueue(trace_id=trace_id))
@@ -432,6 +441,10 @@ async def _react(
             config=config,
             policy=policy,
             recorded_steps=[step_to_record(step) for step in steps],
+            style=answer_style(
+                locale=trace.locale or settings.AGENT_ANSWER_LOCALE,
+                time_zone=trace.time_zone or settings.AGENT_ANSWER_TIME_ZONE,
+            ),
         )
         return await run.run()
 

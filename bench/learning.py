@@ -340,12 +340,16 @@ def run_tasks(
     learn: bool,
     progress: Callable[[str], None],
     approval: str = "auto",
+    job_id: int | None = None,
 ) -> list[RunResult]:
-    """Run tasks ``concurrency`` at a time on one event loop; learn after each batch."""
+    """Run tasks ``concurrency`` at a time on one event loop; learn after each batch.
+
+    With ``job_id``, each batch also counts its runs on that Job (the Jobs page shows it).
+    """
     from agents.services import run_execute
     from policies.reflexion import reflexion_run
     from traces.models import Trace
-    from traces.services import trace_create
+    from traces.services import job_progress, trace_create
 
     results: list[RunResult] = []
     for start in range(0, len(tasks), concurrency):
@@ -378,7 +382,10 @@ def run_tasks(
             review_standin()
         done = start + len(batch)
         rate = sum(r.success for r in results) / len(results)
-        progress(f"  {arm}: {done}/{len(tasks)} runs, success so far {rate:.1%}")
+        line = f"  {arm}: {done}/{len(tasks)} runs, success so far {rate:.1%}"
+        progress(line)
+        if job_id is not None:
+            job_progress(job_id=job_id, advance=len(batch), message=line.strip())
     return results
 
 
@@ -576,8 +583,42 @@ def experiment_run(
     progress: Callable[[str], None],
     approval: str = "auto",
 ) -> dict[str, Any]:
+    from traces.models import Job
+    from traces.services import job_finish, job_running
+
+    with job_running(
+        kind=Job.Kind.BENCHMARK, name=f"bench_learning seed={seed} tasks={tasks_count}"
+    ) as job:
+        report = _experiment_run(
+            seed=seed,
+            tasks_count=tasks_count,
+            train_fraction=train_fraction,
+            concurrency=concurrency,
+            output_dir=output_dir,
+            command=command,
+            progress=progress,
+            approval=approval,
+            job_id=job.pk,
+        )
+        job_finish(job_id=job.pk, message="wrote " + ", ".join(map(str, report["files"])))
+    return report
+
+
+def _experiment_run(
+    *,
+    seed: int,
+    tasks_count: int,
+    train_fraction: float,
+    concurrency: int,
+    output_dir: Path,
+    command: str,
+    progress: Callable[[str], None],
+    approval: str,
+    job_id: int,
+) -> dict[str, Any]:
     from agents.models import Agent
     from agents.services import DEFAULT_AGENT_SLUG
+    from traces.services import job_progress
 
     started = time.monotonic()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -595,6 +636,8 @@ def experiment_run(
             train = [t for t in tasks if t.split == "train"]
             heldout = [t for t in tasks if t.split == "heldout"]
             progress(f"{len(tasks)} tasks: {len(train)} train, {len(heldout)} held-out")
+            # Control runs held-out; treatment runs train then held-out.
+            job_progress(job_id=job_id, advance=0, total=len(train) + 2 * len(heldout))
             arms: dict[str, ArmResult] = {}
             for name, learns in (("control", False), ("treatment", True)):
                 progress(
@@ -615,6 +658,7 @@ def experiment_run(
                         learn=learn,
                         progress=progress,
                         approval=approval,
+                        job_id=job_id,
                     )
 
                 if learns:

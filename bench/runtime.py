@@ -163,7 +163,26 @@ def _plain_loop(count: int, agent: Any) -> None:
 
 
 def bench_runtime(*, runs: int, repeats: int, in_flight: int, latency_s: float) -> dict[str, Any]:
+    """Measure both sides ``repeats`` times, then runs in flight; a Job reports each phase."""
+    from traces.models import Job
+    from traces.services import job_running
+
+    # Phases: per repeat the runtime and the plain loop, then the in-flight measurement.
+    with job_running(
+        kind=Job.Kind.BENCHMARK,
+        name=f"bench_runtime runs={runs} repeats={repeats} in_flight={in_flight}",
+        total=2 * repeats + 1,
+    ) as job:
+        return _bench_runtime(
+            runs=runs, repeats=repeats, in_flight=in_flight, latency_s=latency_s, job_id=job.pk
+        )
+
+
+def _bench_runtime(
+    *, runs: int, repeats: int, in_flight: int, latency_s: float, job_id: int
+) -> dict[str, Any]:
     from traces.models import Trace
+    from traces.services import job_progress
 
     agent, tools = _agent_and_tools()
     Trace.objects.filter(source="bench").delete()
@@ -178,15 +197,20 @@ def bench_runtime(*, runs: int, repeats: int, in_flight: int, latency_s: float) 
         async_to_sync(_run_many)(runs, ScriptedModel(), agent, tools)
         runtime.seconds.append(time.perf_counter() - started)
         cpu_per_step.append((time.process_time() - cpu) / runtime.steps * 1000)
+        job_progress(job_id=job_id, message=f"runtime: {runs} runs in {runtime.seconds[-1]:.2f} s")
         started = time.perf_counter()
         _plain_loop(runs, agent)
         baseline.seconds.append(time.perf_counter() - started)
         Trace.objects.filter(source="bench").delete()
+        job_progress(
+            job_id=job_id, message=f"plain loop: {runs} runs in {baseline.seconds[-1]:.2f} s"
+        )
     slow = ScriptedModel(latency_s=latency_s)
     started = time.perf_counter()
     async_to_sync(_run_many)(in_flight, slow, agent, tools)
     in_flight_wall = time.perf_counter() - started
     Trace.objects.filter(source="bench").delete()
+    job_progress(job_id=job_id, message=f"{in_flight} runs in flight in {in_flight_wall:.1f} s")
     return {
         "orchestration": {
             "episode_steps": EPISODE_STEPS,

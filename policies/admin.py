@@ -3,7 +3,13 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from policies.models import Policy, PolicyVersion, ReflexionProposal, Strategy
+from policies.models import (
+    Policy,
+    PolicyVersion,
+    ReflexionProposal,
+    Strategy,
+    StrategyConfidenceEvent,
+)
 
 
 @admin.register(Policy)
@@ -61,3 +67,15 @@ class ReflexionProposalAdmin(admin.ModelAdmin):
     list_display = ["created_at", "trace", "error_type", "origin", "outcome", "reason"]
     list_filter = ["outcome", "error_type", "origin"]
     readonly_fields = [f.name for f in ReflexionProposal._meta.fields]
+
+
+@admin.register(StrategyConfidenceEvent)
+class StrategyConfidenceEventAdmin(admin.ModelAdmin):
+    """Append-only history written by confidence bookkeeping; never added by hand."""
+
+    list_display = ["at", "strategy", "old", "new", "reason", "trace"]
+    list_filter = ["reason"]
+    readonly_fields = [f.name for f in StrategyConfidenceEvent._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -749,3 +749,106 @@ def _strategy_create_from(entry: PolicyEntry) -> Strategy:
         status=Strategy.Status.ACTIVE,
         origin="import",
     )
+
+
+# --- views of a document for people -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyBranchList:
+    """One kind's list inside a scope: pre-conditions, validation rules, ..."""
+
+    name: str
+    kind: str
+    entries: list[PolicyEntry]
+
+
+@dataclass(frozen=True)
+class PolicyScope:
+    """A tool/intent scope of a document with its five branch lists, in document order."""
+
+    tool: str
+    intent: str
+    lists: list[PolicyBranchList]
+
+    @property
+    def size(self) -> int:
+        return sum(len(branch_list.entries) for branch_list in self.lists)
+
+
+def policy_document_tree(document: PolicyDocument) -> list[PolicyScope]:
+    """The document as a tree: scope -> kind list -> entries, in the order the YAML has."""
+    scopes: dict[tuple[str, str], dict[str, list[PolicyEntry]]] = {}
+    for entry in document.entries:
+        lists = scopes.setdefault((entry.tool, entry.intent), {name: [] for name in LIST_KINDS})
+        lists[KIND_LISTS[entry.kind]].append(entry)
+    return [
+        PolicyScope(
+            tool=tool,
+            intent=intent,
+            lists=[
+                PolicyBranchList(
+                    name=name, kind=LIST_KINDS[name], entries=sorted(items, key=_entry_order)
+                )
+                for name, items in lists.items()
+            ],
+        )
+        for (tool, intent), lists in sorted(scopes.items())
+    ]
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One row of a side-by-side diff; a side is None where that document has no line.
+
+    ``tag`` is difflib's opcode (equal, replace, delete, insert) or ``skip`` for a fold of
+    unchanged lines, whose count is in ``skipped``.
+    """
+
+    tag: str
+    old_number: int | None = None
+    old_line: str | None = None
+    new_number: int | None = None
+    new_line: str | None = None
+    skipped: int = 0
+
+
+def policy_document_side_by_side(
+    *, old_text: str, new_text: str, context: int = 3
+) -> list[DiffRow]:
+    """Two documents as aligned rows; unchanged runs longer than 2 x ``context`` fold."""
+    old_lines, new_lines = old_text.splitlines(), new_text.splitlines()
+    rows: list[DiffRow] = []
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    opcodes = matcher.get_opcodes()
+    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal":
+            keep_head = 0 if index == 0 else context
+            keep_tail = 0 if index == len(opcodes) - 1 else context
+            if len(opcodes) == 1 or i2 - i1 <= keep_head + keep_tail + 1:
+                spans = [(i1, i2, j1)]
+                skipped = 0
+            else:
+                spans = [(i1, i1 + keep_head, j1), (i2 - keep_tail, i2, j2 - keep_tail)]
+                skipped = i2 - i1 - keep_head - keep_tail
+            for number, (start, end, other) in enumerate(spans):
+                if number == 1:
+                    rows.append(DiffRow(tag="skip", skipped=skipped))
+                rows += [
+                    DiffRow("equal", i + 1, old_lines[i], other + (i - start) + 1, old_lines[i])
+                    for i in range(start, end)
+                ]
+            continue
+        # replace, delete, insert: pair the two sides line by line, padding the shorter.
+        for offset in range(max(i2 - i1, j2 - j1)):
+            i, j = i1 + offset, j1 + offset
+            rows.append(
+                DiffRow(
+                    tag,
+                    i + 1 if i < i2 else None,
+                    old_lines[i] if i < i2 else None,
+                    j + 1 if j < j2 else None,
+                    new_lines[j] if j < j2 else None,
+                )
+            )
+    return rows

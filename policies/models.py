@@ -194,3 +194,29 @@ class ReflexionProposal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.origin} {self.error_type} -> {self.outcome}"
+
+
+class StrategyConfidenceEvent(models.Model):
+    """One move of a strategy's confidence, appended in the transaction that made it."""
+
+    strategy = models.ForeignKey(
+        Strategy, on_delete=models.CASCADE, related_name="confidence_events"
+    )
+    at = models.DateTimeField(auto_now_add=True)
+    old = models.FloatField()
+    new = models.FloatField()
+    reason = models.CharField(max_length=40, help_text="success, failure")
+    trace = models.ForeignKey(
+        "traces.Trace",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="confidence_events",
+    )
+
+    class Meta:
+        ordering = ["strategy", "at", "id"]
+        indexes = [models.Index(fields=["strategy", "at"], name="confidence_event_history")]
+
+    def __str__(self) -> str:
+        return f"S{self.strategy_id} {self.old:.2f} -> {self.new:.2f} ({self.reason})"

@@ -16,6 +16,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
+from django.urls import reverse
 from pydantic import BaseModel, Field
 
 from agents.llm.base import ChatMessage, LLMError
@@ -26,7 +27,8 @@ from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
 from policies.services import CONFIDENCE_START, audit, strategy_activate
 from reviews.models import ReviewItem
-from traces.models import Trace
+from traces.models import Job, Trace
+from traces.services import job_finish, job_progress, job_running
 
 logger = logging.getLogger(__name__)
 
@@ -583,10 +585,25 @@ def reflexion_run(*, trace_id: str, auto_approve: bool | None = None) -> list[Re
     trace = Trace.objects.filter(pk=trace_id).first()
     if trace is None or not trace.is_terminal or trace.source == "replay":
         return []
-    return [
-        reflexion_for_failure(facts, auto_approve=auto_approve)
-        for facts in failures_of_trace(trace)
-    ]
+    failures = failures_of_trace(trace)
+    if not failures:
+        return []
+    records: list[ReflexionProposal] = []
+    with job_running(
+        kind=Job.Kind.REFLEXION, name=f"reflexion on run {trace_id}", total=len(failures)
+    ) as job:
+        for facts in failures:
+            record = reflexion_for_failure(facts, auto_approve=auto_approve)
+            records.append(record)
+            job_progress(
+                job_id=job.pk, message=f"{facts.signature}: {record.outcome} {record.reason}"
+            )
+        job_finish(
+            job_id=job.pk,
+            message=", ".join(f"{r.error_signature}: {r.outcome}" for r in records),
+            result_url=reverse("traces:detail", args=[trace.pk]),
+        )
+    return records
 
 
 def trace_needs_reflexion(trace: Trace) -> bool:

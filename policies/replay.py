@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
+from django.urls import reverse
 
 from agents.adapters import validate_arguments
 from agents.executor import ToolExecutor, ValidationFailure
@@ -24,6 +25,8 @@ from agents.prompts import canonical_json
 from agents.runtime import call_signature
 from policies.branches import runtime_policy_compile
 from policies.selectors import runtime_policy_for_run
+from traces.models import Job
+from traces.services import job_finish, job_progress, job_running
 
 if TYPE_CHECKING:
     from policies.reflexion import FailureFacts, Proposal
@@ -105,7 +108,7 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
     return False, f"cannot replay a {proposal.kind}"
 
 
-def _replay_run(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
+def _replay_run(proposal: Proposal, facts: FailureFacts, *, job_id: int) -> tuple[bool, str, str]:
     """A prompt hint changes the model's behaviour: replay the whole request with it."""
     from agents.services import run_execute
     from traces.models import Trace
@@ -134,19 +137,48 @@ def _replay_run(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
         source="replay",
         origin=Trace.Origin.REPLAY,
     )
+    job_progress(
+        job_id=job_id,
+        advance=0,
+        message=f"replaying the request as run {replay.pk}",
+    )
     async_to_sync(run_execute)(trace_id=str(replay.pk), policy=policy, reflect=False)
     replay.refresh_from_db()
     repeated = replay.steps.filter(error_type=facts.error_type).exists()
     ok = replay.status == Trace.Status.FINISHED and not repeated
-    return ok, f"replay run {replay.pk}: {replay.status}" + (
+    detail = f"replay run {replay.pk}: {replay.status}" + (
         f", {facts.error_type} again" if repeated else ""
     )
+    return ok, detail, reverse("traces:detail", args=[replay.pk])
 
 
 def strategy_replay(*, proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
-    """Replay the failing step with ``proposal`` applied; (passed, what happened)."""
-    if proposal.kind == "prompt_hint":
-        return _replay_run(proposal, facts)
+    """Replay the failing step with ``proposal`` applied; (passed, what happened).
+
+    Each replay is a Job: a prompt hint replays a whole run, which takes as long as one.
+    """
+    with job_running(
+        kind=Job.Kind.REPLAY,
+        name=f"replay {proposal.kind} for {facts.signature}",
+        total=1,
+        message=f"replaying step {facts.step_number} of run {facts.trace_id}",
+    ) as job:
+        if proposal.kind == "prompt_hint":
+            passed, detail, result_url = _replay_run(proposal, facts, job_id=job.pk)
+        else:
+            passed, detail = _strategy_replay(proposal, facts)
+            result_url = reverse("traces:detail", args=[facts.trace_id])
+        # The job ran to the end either way; whether the strategy passed is its result.
+        job_progress(job_id=job.pk)
+        job_finish(
+            job_id=job.pk,
+            message=("passed: " if passed else "failed: ") + detail,
+            result_url=result_url,
+        )
+    return passed, detail
+
+
+def _strategy_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
     if proposal.kind == "validation_rule":
         issues = validate_arguments(schema=proposal.branch["schema"], arguments=facts.action_input)
         if issues:

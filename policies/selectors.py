@@ -7,12 +7,17 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, Q, QuerySet
 
 from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
 from policies.branches import runtime_policy_compile
-from policies.models import PolicyVersion, Strategy
+from policies.models import PolicyVersion, Strategy, StrategyConfidenceEvent
 from traces.models import Trace
+from traces.selectors import traces_visible_to
+
+# Reading the policy tree, its versions and strategy histories (ops, admins).
+VIEW_POLICIES = "policies.view_policyversion"
 
 # Strategies a version lists that the runtime still applies (deprecated/rejected stop).
 APPLIED_STATUSES = (Strategy.Status.ACTIVE, Strategy.Status.APPROVED, Strategy.Status.IN_REVIEW)
@@ -94,6 +99,63 @@ def strategies_for_trace(*, trace_id: object, applied_ids: list[int]) -> TraceSt
     by_id = {s.pk: s for s in rows}
     applied = [by_id[pk] for pk in applied_ids if pk in by_id]
     return TraceStrategies(produced=produced, applied=applied)
+
+
+# --- the policy pages ---------------------------------------------------------------------
+
+
+def user_can_view_policies(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(user.has_perm(VIEW_POLICIES))  # type: ignore[union-attr]
+
+
+def policy_versions_page(*, before: int | None = None, limit: int = 25) -> list[PolicyVersion]:
+    """Up to ``limit`` + 1 versions below number ``before``, newest first (keyset: the
+    extra row only says whether an older page exists)."""
+    qs = PolicyVersion.objects.select_related("parent", "author").prefetch_related(
+        Prefetch("source_strategies", queryset=Strategy.objects.only("id", "kind", "tool_name"))
+    )
+    if before is not None:
+        qs = qs.filter(number__lt=before)
+    return list(qs.order_by("-number")[: limit + 1])
+
+
+def strategies_by_id(ids: list[int]) -> dict[int, Strategy]:
+    """Live rows (status, confidence) for the strategies a document lists, in one query."""
+    return Strategy.objects.in_bulk(ids)
+
+
+def strategy_confidence_history(
+    *, strategy_id: int, limit: int = 200
+) -> list[StrategyConfidenceEvent]:
+    """The latest ``limit`` confidence moves, oldest first (for a chart and a table)."""
+    latest = (
+        StrategyConfidenceEvent.objects.filter(strategy_id=strategy_id)
+        .select_related("trace")
+        .only("id", "at", "old", "new", "reason", "trace_id", "trace__status")
+        .order_by("-at", "-id")[:limit]
+    )
+    return list(reversed(list(latest)))
+
+
+def strategy_source_traces(
+    *, strategy: Strategy, user: AbstractBaseUser | AnonymousUser, limit: int = 50
+) -> list[Trace]:
+    """The runs a strategy was learned from that ``user`` may open, newest first."""
+    visible = traces_visible_to(user=user).values("pk")
+    return list(
+        strategy.source_traces.filter(pk__in=visible)
+        .only("id", "query", "status", "outcome", "llm_backend", "created_at")
+        .order_by("-created_at")[:limit]
+    )
+
+
+def strategy_versions(*, strategy: Strategy, limit: int = 50) -> list[PolicyVersion]:
+    """The versions that list ``strategy``, newest first."""
+    return list(
+        strategy.versions.only("id", "number", "is_active", "created_at").order_by("-number")[
+            :limit
+        ]
+    )
 
 
 def strategy_approvals_by_error_type(*, error_types: list[str]) -> dict[str, list[datetime]]:

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from policies.branches import branch_slot
-from policies.models import Strategy
+from policies.models import Strategy, StrategyConfidenceEvent
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
 from reviews.models import AuditLog, ReviewItem
 from traces.models import Trace
@@ -60,6 +60,14 @@ def strategy_outcome_record(*, strategy_id: int, success: bool, trace_id: str = 
         before = strategy.confidence
         strategy.confidence = confidence_next(before, success=success)
         fields = ["applications", "successes", "consecutive_failures", "confidence", "updated_at"]
+        # The history is appended in the same transaction: no move without its event.
+        StrategyConfidenceEvent.objects.create(
+            strategy=strategy,
+            old=before,
+            new=strategy.confidence,
+            reason="success" if success else "failure",
+            trace_id=trace_id or None,
+        )
         if (
             strategy.confidence < CONFIDENCE_DEPRECATE_BELOW
             and strategy.status != Strategy.Status.DEPRECATED

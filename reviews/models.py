@@ -73,6 +73,12 @@ class AuditLog(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # The audit page filters by one of these and pages by time: each stays a range read.
+        indexes = [
+            models.Index(fields=["action", "-created_at"], name="auditlog_action_time"),
+            models.Index(fields=["target", "-created_at"], name="auditlog_target_time"),
+            models.Index(fields=["actor_kind", "-created_at"], name="auditlog_actorkind_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_kind} {self.action} {self.target}"

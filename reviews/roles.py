@@ -11,8 +11,9 @@ from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
 from agents.services import START_RUN
+from policies.selectors import VIEW_POLICIES
 from reviews.selectors import REVIEW_STRATEGIES
-from traces.selectors import VIEW_ALL_TRACES
+from traces.selectors import VIEW_ALL_TRACES, VIEW_JOBS
 
 ROLE_SUPPORT = "support"
 ROLE_OPS = "ops"
@@ -25,7 +26,14 @@ INJECT_FAULTS = "sandbox.inject_faults"
 # Admins hold every permission (see roles_sync) and are made staff and superuser per user.
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     ROLE_SUPPORT: (START_RUN,),
-    ROLE_OPS: (START_RUN, VIEW_ALL_TRACES, REVIEW_STRATEGIES, INJECT_FAULTS),
+    ROLE_OPS: (
+        START_RUN,
+        VIEW_ALL_TRACES,
+        REVIEW_STRATEGIES,
+        INJECT_FAULTS,
+        VIEW_POLICIES,
+        VIEW_JOBS,
+    ),
 }
 
 

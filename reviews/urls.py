@@ -6,4 +6,5 @@ app_name = "reviews"
 urlpatterns = [
     path("", views.review_queue, name="queue"),
     path("<int:item_id>/decide/", views.review_decide, name="decide"),
+    path("audit/", views.audit_log, name="audit"),
 ]

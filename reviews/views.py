@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
-from reviews.selectors import review_items_decided, review_items_open, user_can_review
+from reviews.selectors import (
+    AuditFilter,
+    audit_log_page,
+    review_items_decided,
+    review_items_open,
+    user_can_review,
+    user_can_view_audit_log,
+)
 from reviews.services import ReviewConflict, review_item_approve, review_item_reject
 
 
@@ -47,3 +60,91 @@ def review_decide(request: HttpRequest, item_id: int) -> HttpResponse:
     else:
         messages.success(request, f"Review {item_id} {decision}d.")
     return redirect("reviews:queue")
+
+
+AUDIT_PER_PAGE = 50
+# Actions the code writes today, offered as suggestions; the filter takes any exact action.
+AUDIT_ACTIONS = (
+    "policy_version.create",
+    "policy.import",
+    "strategy.activate",
+    "strategy.reject",
+    "strategy.deprecate",
+    "strategy.send_to_review",
+    "review.approve",
+    "review.reject",
+    "reflexion.stop",
+)
+
+
+# Audit targets that name a page of their own.
+_TARGET_PAGES = (
+    (re.compile(r"S(\d{1,10})"), "policies:strategy"),
+    (re.compile(r"v(\d{1,10})"), "policies:version"),
+)
+
+
+def _target_url(target: str) -> str:
+    for pattern, name in _TARGET_PAGES:
+        found = pattern.fullmatch(target)
+        if found:
+            return reverse(name, args=[int(found.group(1))])
+    return ""
+
+
+def _aware(value: str) -> datetime | None:
+    try:
+        parsed = parse_datetime(value.strip()[:40]) if value.strip() else None
+    except ValueError:
+        return None
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed)
+    return parsed
+
+
+def _cursor(value: str) -> tuple[datetime, int] | None:
+    at, _, pk = value.rpartition("~")
+    moment = _aware(at)
+    if moment is None or not pk.isdigit() or len(pk) > 18:
+        return None
+    return moment, int(pk)
+
+
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    """The audit log for admins: filters and the page position live in the URL."""
+    if not user_can_view_audit_log(request.user):
+        raise PermissionDenied("Only admins read the audit log.")
+    get = request.GET
+    filters = AuditFilter(
+        actor=get.get("actor", "").strip()[:150],
+        action=get.get("action", "").strip()[:60],
+        target=get.get("target", "").strip()[:100],
+        since=_aware(get.get("since", "")),
+        until=_aware(get.get("until", "")),
+    )
+    rows = audit_log_page(
+        filters=filters, cursor=_cursor(get.get("after", "")), limit=AUDIT_PER_PAGE
+    )
+    entries, more = rows[:AUDIT_PER_PAGE], len(rows) > AUDIT_PER_PAGE
+    next_query = None
+    if more:
+        query = get.copy()
+        last = entries[-1]
+        query["after"] = f"{last.created_at.isoformat()}~{last.pk}"
+        next_query = query.urlencode()
+    return render(
+        request,
+        "reviews/audit.html",
+        {
+            "entries": [(entry, _target_url(entry.target)) for entry in entries],
+            "filters": filters,
+            "raw": {key: get.get(key, "") for key in ("since", "until")},
+            "paged": bool(get.get("after")),
+            "filtered": any(
+                (filters.actor, filters.action, filters.target, filters.since, filters.until)
+            ),
+            "next_query": next_query,
+            "actions": AUDIT_ACTIONS,
+        },
+    )

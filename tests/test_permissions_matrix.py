@@ -26,15 +26,16 @@ from rest_framework.authtoken.models import Token
 
 from agents.models import KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 from policies.models import PolicyVersion, ReflexionProposal, Strategy
+from policies.services import strategy_outcome_record
 from reviews.models import ReviewItem
 from reviews.services import review_item_approve
 from sandbox.faults import fault_cache_clear
 from sandbox.models import Article, FaultRule, Order, Product, ReturnRequest, ShopUser, Sku
 from sandbox.services import faultrule_set
 from tests.policies.conftest import make_strategy  # noqa: F401
-from traces.models import Step, Trace
+from traces.models import Job, Step, Trace
 from traces.rollups import rollups_record_steps
-from traces.services import trace_create, trace_finish
+from traces.services import job_start, trace_create, trace_finish
 
 pytestmark = pytest.mark.django_db
 
@@ -90,6 +91,19 @@ ROUTES: dict[str, Route] = {
     "dashboards/data/failures.json": Route("/dashboards/data/failures.json", {"GET": OPS_PAGE}),
     "dashboards/data/breakdown.json": Route(
         "/dashboards/data/breakdown.json?by=tool", {"GET": OPS_PAGE}
+    ),
+    "reviews/audit/": Route("/reviews/audit/?action=review.approve", {"GET": ADMIN_PAGE}),
+    "traces/jobs/": Route("/traces/jobs/", {"GET": OPS_PAGE}),
+    "traces/jobs/partial/": Route("/traces/jobs/partial/?kind=replay", {"GET": OPS_PAGE}),
+    "policies/": Route("/policies/", {"GET": OPS_PAGE}),
+    "policies/versions/": Route("/policies/versions/", {"GET": OPS_PAGE}),
+    "policies/versions/<int:number>/": Route("/policies/versions/{version}/", {"GET": OPS_PAGE}),
+    "policies/versions/<int:number>/yaml/": Route(
+        "/policies/versions/{version}/yaml/", {"GET": OPS_PAGE}
+    ),
+    "policies/diff/": Route("/policies/diff/?a={version}&b={version}", {"GET": OPS_PAGE}),
+    "policies/strategies/<int:strategy_id>/": Route(
+        "/policies/strategies/{strategy}/", {"GET": OPS_PAGE}
     ),
     # An empty decision is refused with a message and a redirect: nothing is decided.
     "reviews/<int:item_id>/decide/": Route(
@@ -234,6 +248,8 @@ ADMIN_MODEL_PAGES = {
 ADMIN_REFUSED = {
     ("policies.policyversion", "add"),
     ("reviews.auditlog", "add"),
+    ("policies.strategyconfidenceevent", "add"),
+    ("traces.job", "add"),
     *(
         (f"traces.{name}", "add")
         for name in ("steprolluphourly", "steprollupdaily", "runrolluphourly", "runrollupdaily")
@@ -318,6 +334,8 @@ def world(
         reason=ReviewItem.Reason.LOW_CONFIDENCE,
     )
     review_item_approve(item_id=decided.pk, user=ops_user, note="publish a version")
+    strategy_outcome_record(strategy_id=decided.strategy_id, success=True, trace_id=str(trace.pk))
+    job_start(kind=Job.Kind.REPLAY, name="replay for the matrix", total=1)
     tool = Tool.objects.order_by("pk").first()
     assert tool is not None
     ToolAlert.objects.create(tool=tool, kind=ToolAlert.Kind.SUSPENDED, message="timeouts")
@@ -341,6 +359,8 @@ def world(
         "trace": trace.pk,
         "step": step.pk,
         "item": open_item.pk,
+        "version": PolicyVersion.objects.get(is_active=True).number,
+        "strategy": decided.strategy_id,
         "support_pk": support_user.pk,
         "trace_ct": ContentType.objects.get_for_model(Trace).pk,
         "shop_user": ShopUser.objects.order_by("user_id").values_list("user_id", flat=True)[0],

@@ -1,9 +1,11 @@
 from typing import Any
 
 from django.contrib import admin
+from django.http import HttpRequest
 
 from traces.models import (
     ErrorRule,
+    Job,
     RunRollupDaily,
     RunRollupHourly,
     Step,
@@ -112,3 +114,15 @@ class StepRollupAdmin(RollupAdmin):
 @admin.register(RunRollupHourly, RunRollupDaily)
 class RunRollupAdmin(RollupAdmin):
     list_display = ["period_start", "origin", "policy_version", "error_type", "runs", "successes"]
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    """Jobs report on themselves: read-only here, the Jobs page shows them live."""
+
+    list_display = ["started_at", "kind", "name", "status", "done", "total", "finished_at"]
+    list_filter = ["kind", "status"]
+    readonly_fields = [f.name for f in Job._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -85,6 +85,9 @@ class Trace(models.Model):
     )
     source = models.CharField(max_length=20, default="api")  # api | cli | chat | bench
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.CUSTOMER)
+    # The customer's style for the answer (BCP 47 tag, IANA zone); blank: the site default.
+    locale = models.CharField(max_length=35, blank=True)
+    time_zone = models.CharField(max_length=64, blank=True)
     llm_backend = models.CharField(max_length=20)
     llm_model = models.CharField(max_length=100, blank=True)
     policy_version = models.CharField(max_length=40, blank=True)
@@ -360,3 +363,46 @@ class RunRollupDaily(RunRollup):
         constraints = [
             models.UniqueConstraint(fields=list(RunRollup.KEY), name="runrollup_daily_key")
         ]
+
+
+class Job(models.Model):
+    """A long piece of work (a reflexion batch, a replay, a benchmark) and how far it got.
+
+    It lives in the lowest layer so that every layer that runs such work can report on it;
+    the row only ever moves forward: running -> finished | failed.
+    """
+
+    class Kind(models.TextChoices):
+        REFLEXION = "reflexion", "Reflexion batch"
+        REPLAY = "replay", "Replay"
+        BENCHMARK = "benchmark", "Benchmark"
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        FINISHED = "finished"
+        FAILED = "failed"
+
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    name = models.CharField(max_length=120)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.RUNNING, db_index=True
+    )
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0, help_text="0 when the size is not known yet.")
+    message = models.CharField(max_length=300, blank=True)
+    result_url = models.CharField(max_length=300, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} [{self.status}] {self.done}/{self.total}"
+
+    @property
+    def percent(self) -> int | None:
+        if not self.total:
+            return None
+        return min(100, round(100 * self.done / self.total))

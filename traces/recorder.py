@@ -144,7 +144,9 @@ class TraceRecorder:
         data = step_data_redact(asdict(record))
         data["cost_usd"] = Decimal(str(round(record.cost_usd, 6)))
         now = timezone.now()
+        data.pop("step_number")  # the recorder numbers the steps, and tells the runtime
         number = self.next_step_number
+        record.step_number = number
         # Queued is as good as taken: even if this run is cancelled while waiting, the row
         # goes in, so the next step must not reuse its number.
         self.next_step_number += 1

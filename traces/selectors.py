@@ -9,9 +9,10 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
 
-from traces.models import Step, Trace
+from traces.models import Job, Step, Trace
 
 VIEW_ALL_TRACES = "traces.view_all_traces"
+VIEW_JOBS = "traces.view_job"
 
 
 def user_sees_all_traces(user: AbstractBaseUser | AnonymousUser) -> bool:
@@ -123,3 +124,20 @@ def traces_matching_text(qs: QuerySet[Trace], *, text: str) -> QuerySet[Trace]:
     if not text:
         return qs
     return qs.filter(Q(query__icontains=text) | Q(final_answer__icontains=text))
+
+
+def user_can_view_jobs(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(user.has_perm(VIEW_JOBS))  # type: ignore[union-attr]
+
+
+def jobs_running(*, limit: int = 50) -> QuerySet[Job]:
+    """Running jobs, oldest first: the ones someone is waiting on longest lead."""
+    return Job.objects.filter(status=Job.Status.RUNNING).order_by("started_at", "id")[:limit]
+
+
+def jobs_ended(*, kind: str = "", limit: int = 50) -> QuerySet[Job]:
+    """The most recent ended jobs (bounded: the table only grows)."""
+    qs = Job.objects.exclude(status=Job.Status.RUNNING)
+    if kind:
+        qs = qs.filter(kind=kind)
+    return qs.order_by("-started_at", "-id")[:limit]

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from traces.models import Step, Trace
+from traces.models import Job, Step, Trace
 from traces.redaction import redact_text
 from traces.rollups import rollups_forget_trace, rollups_record_run, rollups_record_steps
 
@@ -35,6 +37,8 @@ def trace_create(
     created_by_id: int | None = None,
     source: str = "api",
     origin: str = Trace.Origin.CUSTOMER,
+    locale: str = "",
+    time_zone: str = "",
 ) -> Trace:
     """A queued trace. ``origin`` marks runs the learning loop makes itself (replays,
     experiments): they stay out of customer metrics and the default trace list."""
@@ -51,6 +55,8 @@ def trace_create(
         created_by_id=created_by_id,
         source=source,
         origin=origin,
+        locale=locale,
+        time_zone=time_zone,
     )
     # A stable bucket 0..99 per run: canary rollouts route by it.
     trace.policy_bucket = trace.id.int % 100
@@ -198,3 +204,81 @@ def traces_stuck(*, older_than: timedelta) -> list[str]:
         .values_list("pk", flat=True)
         .distinct()[:500]
     ]
+
+
+# --- long jobs ----------------------------------------------------------------------------
+# Progress is written with single conditional UPDATEs (F() increments, filtered on status):
+# several workers may report on one job, and a finished job never moves again.
+
+
+def job_start(*, kind: str, name: str, total: int = 0, message: str = "") -> Job:
+    """Record that a long job began; ``total`` is 0 while its size is unknown."""
+    if kind not in Job.Kind.values:
+        raise ValueError(f"unknown job kind {kind!r}")
+    job = Job.objects.create(kind=kind, name=name[:120], total=max(0, total), message=message[:300])
+    logger.info("job.start", extra={"job_id": job.pk, "kind": kind, "total": total})
+    return job
+
+
+def job_progress(
+    *, job_id: int, advance: int = 1, total: int | None = None, message: str | None = None
+) -> bool:
+    """Count ``advance`` more units done; False when the job already ended."""
+    updates: dict[str, object] = {"done": F("done") + advance, "updated_at": timezone.now()}
+    if total is not None:
+        updates["total"] = max(0, total)
+    if message is not None:
+        updates["message"] = message[:300]
+    return bool(Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(**updates))
+
+
+def job_finish(
+    *, job_id: int, ok: bool = True, message: str | None = None, result_url: str = ""
+) -> bool:
+    """End a running job; a finished one stays as it ended (False)."""
+    now = timezone.now()
+    updates: dict[str, object] = {
+        "status": Job.Status.FINISHED if ok else Job.Status.FAILED,
+        "finished_at": now,
+        "updated_at": now,
+    }
+    if message is not None:
+        updates["message"] = message[:300]
+    if result_url:
+        updates["result_url"] = result_url[:300]
+    ended = bool(Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(**updates))
+    if ended:
+        logger.info("job.finish", extra={"job_id": job_id, "ok": ok})
+    return ended
+
+
+@contextlib.contextmanager
+def job_running(*, kind: str, name: str, total: int = 0, message: str = "") -> Iterator[Job]:
+    """A job around a block: finished when the block ends, failed when it raises."""
+    job = job_start(kind=kind, name=name, total=total, message=message)
+    try:
+        yield job
+    except BaseException as exc:
+        job_finish(job_id=job.pk, ok=False, message=f"{type(exc).__name__}: {exc}")
+        raise
+    job_finish(job_id=job.pk)
+
+
+# A job that has not reported for this long lost the process running it (a killed command,
+# a worker restart): no phase of the reflexion, replay or benchmark work takes this long.
+JOB_STALE_AFTER = timedelta(minutes=30)
+
+
+def jobs_abandon_stale(*, older_than: timedelta = JOB_STALE_AFTER) -> int:
+    """Fail running jobs that stopped reporting ``older_than`` ago; how many there were."""
+    now = timezone.now()
+    minutes = int(older_than.total_seconds() // 60)
+    count = Job.objects.filter(status=Job.Status.RUNNING, updated_at__lt=now - older_than).update(
+        status=Job.Status.FAILED,
+        finished_at=now,
+        updated_at=now,
+        message=f"no progress for {minutes} min: the process running it has likely ended",
+    )
+    if count:
+        logger.warning("job.abandoned", extra={"count": count})
+    return count

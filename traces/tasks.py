@@ -9,7 +9,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
-from traces.services import traces_stuck
+from traces.services import jobs_abandon_stale, traces_stuck
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +21,11 @@ def sweep_stuck_runs() -> int:
     Each run is handed over at most once per window: a handed-over run that still waits in a
     backlog, or for a worker, is not queued again at every beat. Running it twice would still
     be safe (idempotent per trace id), but every copy costs a model call.
+
+    The same beat also fails Jobs that stopped reporting (their process died), so the Jobs
+    page does not show them running forever.
     """
+    jobs_abandon_stale()
     from agents.services import run_enqueue
 
     window = timedelta(seconds=settings.AGENT_RUN_HARD_TIME_LIMIT * 2)

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from traces.dashboards import ORIGIN_ALL
-from traces.models import ErrorType, Trace
+from traces.models import ErrorType, Job, Trace
 from traces.selectors import (
     TEXT_FILTER_MAX_LENGTH,
+    jobs_ended,
+    jobs_running,
     strategy_ids_applied,
     trace_timeline,
     traces_matching_text,
     traces_visible_to,
+    user_can_view_jobs,
 )
 from traces.trace_filters import TraceListFilters
 
@@ -63,3 +67,28 @@ def trace_steps_partial(request: HttpRequest, trace_id: str) -> HttpResponse:
     """The steps block of one run; htmx polls it until the run is terminal."""
     trace = get_object_or_404(traces_visible_to(user=request.user), pk=trace_id)
     return render(request, "traces/_run.html", {"run": trace, "steps": trace.steps.all()})
+
+
+def _jobs_context(request: HttpRequest) -> dict[str, object]:
+    if not user_can_view_jobs(request.user):
+        raise PermissionDenied("Only ops staff and admins watch jobs.")
+    kind = request.GET.get("kind", "")
+    kind = kind if kind in Job.Kind.values else ""
+    return {
+        "running": list(jobs_running()),
+        "ended": list(jobs_ended(kind=kind)),
+        "kind": kind,
+        "kinds": Job.Kind.choices,
+    }
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    """Long jobs: the running ones with their progress above the most recent ended ones."""
+    return render(request, "traces/jobs.html", _jobs_context(request))
+
+
+@login_required
+def job_list_partial(request: HttpRequest) -> HttpResponse:
+    """The jobs block alone; htmx polls it (fast while a job runs, slowly otherwise)."""
+    return render(request, "traces/_jobs.html", _jobs_context(request))

@@ -1,6 +1,7 @@
 from django.urls import reverse
 from rest_framework import serializers
 
+from agents.answer_format import style_problem
 from agents.models import Agent
 from agents.query_validation import validate_query_length, validate_query_not_blank
 from traces.api.serializers import TraceSerializer
@@ -19,6 +20,32 @@ class RunCreateSerializer(serializers.Serializer):
     )
     customer_id = serializers.RegexField(r"^[A-Za-z0-9_-]{0,64}$", required=False, default="")
     session_id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{0,64}$", required=False, default="")
+    locale = serializers.CharField(
+        max_length=35,
+        required=False,
+        default="",
+        help_text="The customer's locale (BCP 47, e.g. de-DE): how the answer writes dates "
+        "and prices. Defaults to the site's AGENT_ANSWER_LOCALE.",
+    )
+    time_zone = serializers.CharField(
+        max_length=64,
+        required=False,
+        default="",
+        help_text="The customer's IANA time zone (e.g. Europe/Berlin) for times in the "
+        "answer. Defaults to the site's AGENT_ANSWER_TIME_ZONE.",
+    )
+
+    def validate_locale(self, value: str) -> str:
+        problem = style_problem(locale=value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+    def validate_time_zone(self, value: str) -> str:
+        problem = style_problem(time_zone=value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
 
 
 class RunAcceptedSerializer(TraceSerializer):

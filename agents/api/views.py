@@ -39,6 +39,8 @@ class RunCreateView(APIView):
             query=data["query"],
             customer_id=data["customer_id"],
             session_id=data["session_id"],
+            locale=data["locale"],
+            time_zone=data["time_zone"],
             user_id=request.user.pk,
             source="api",
         )

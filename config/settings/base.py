@@ -234,6 +234,10 @@ AGENT_FALLBACK_REPLY = env(
         "A support colleague will follow up with you shortly."
     ),
 )
+# How answers write dates, times and prices when a run names no locale or time zone
+# of its own (POST /api/runs/ accepts both per request).
+AGENT_ANSWER_LOCALE = env("AGENT_ANSWER_LOCALE", default="en-US")
+AGENT_ANSWER_TIME_ZONE = env("AGENT_ANSWER_TIME_ZONE", default="UTC")
 
 # --- Tool executor -------------------------------------------------------------
 # The sandbox shop is reached over HTTP like any external API.

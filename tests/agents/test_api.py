@@ -43,6 +43,8 @@ def test_post_run_stores_queued_trace_and_enqueues_after_commit(
         ({"query": "x" * 4001}, "query"),
         ({"query": "hi", "agent": "nope"}, "agent"),
         ({"query": "hi", "customer_id": "U1; DROP TABLE"}, "customer_id"),
+        ({"query": "hi", "locale": "xx-nowhere"}, "locale"),
+        ({"query": "hi", "time_zone": "Mars/Olympus"}, "time_zone"),
     ],
 )
 def test_bad_run_input_gets_a_clear_400_and_stores_nothing(
@@ -52,6 +54,18 @@ def test_bad_run_input_gets_a_clear_400_and_stores_nothing(
     assert response.status_code == 400
     assert field in response.json()
     assert Trace.objects.count() == 0
+
+
+def test_a_run_keeps_the_customers_locale_and_time_zone(api: APIClient, support_agent: Any) -> None:
+    response = api.post(
+        "/api/runs/",
+        {"query": "When does my order arrive?", "locale": "de-DE", "time_zone": "Europe/Berlin"},
+        format="json",
+    )
+    assert response.status_code == 202, response.content
+    assert (response.json()["locale"], response.json()["time_zone"]) == ("de-DE", "Europe/Berlin")
+    trace = Trace.objects.get()
+    assert (trace.locale, trace.time_zone) == ("de-DE", "Europe/Berlin")
 
 
 def test_anonymous_cannot_start_runs_and_is_told_to_send_a_token(support_agent: Any) -> None:

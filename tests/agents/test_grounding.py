@@ -208,3 +208,69 @@ def test_numbered_list_markers_and_advice_are_not_facts() -> None:
         answer, query="how do I pay", observations=('{"final_price":"116.99"}',)
     )
     assert (reason, outcome) == ("", Trace.Outcome.ANSWERED_FROM_DATA)
+
+
+PRICED_ORDER = (
+    '{"order_id":"#W1234567","status":"delivered","total":1249.5,"currency":"USD",'
+    '"shipping":{"estimated_delivery":"2026-11-27","delivered_at":"2026-11-28T23:30:00Z"}}'
+)
+
+
+def judge_styled(answer: str, *, locale: str, time_zone: str = "UTC") -> str:
+    return answer_judge(
+        query=ORDER_QUERY,
+        answer=answer,
+        history=LookupHistory(observations=[PRICED_ORDER], successful_calls=1),
+        locale=locale,
+        time_zone=time_zone,
+    ).reason
+
+
+@pytest.mark.parametrize(
+    ("answer", "locale", "time_zone"),
+    [
+        ("Order #W1234567 was delivered on November 28, 2026.", "en_US", "UTC"),
+        ("Order #W1234567 was delivered on 28 November 2026, 23:30 UTC.", "en_GB", "UTC"),
+        ("Order #W1234567 was delivered on 11/28/2026 at 11:30 PM.", "en_US", "UTC"),
+        ("Order #W1234567 was delivered on 28.11.2026.", "de_DE", "UTC"),
+        # the instant is the 29th in Berlin: the customer's zone decides the day
+        (
+            "Order #W1234567 was delivered on 29. November 2026, 00:30 MEZ.",
+            "de_DE",
+            "Europe/Berlin",
+        ),
+        ("La commande #W1234567 a été livrée le 29 novembre 2026.", "fr_FR", "Europe/Paris"),
+        ("Order #W1234567 was delivered on 2026年11月28日.", "ja_JP", "UTC"),
+        ("Order #W1234567 cost $1,249.50.", "en_US", "UTC"),
+        ("Order #W1234567 cost US$1,249.50.", "en_GB", "UTC"),
+        ("Order #W1234567 cost 1.249,50\xa0$.", "de_DE", "UTC"),
+        ("Order #W1234567 cost 1\u202f249,50\xa0$US.", "fr_FR", "UTC"),
+        ("Order #W1234567 cost USD 1249.50.", "en_US", "UTC"),
+    ],
+)
+def test_true_facts_written_in_the_customers_style_are_accepted(
+    answer: str, locale: str, time_zone: str
+) -> None:
+    assert judge_styled(answer, locale=locale, time_zone=time_zone) == ""
+
+
+@pytest.mark.parametrize(
+    ("answer", "locale", "fact"),
+    [
+        ("Order #W1234567 was delivered on November 29, 2026.", "en_US", "November 29, 2026"),
+        ("Order #W1234567 was delivered on 28 November 2025.", "en_GB", "28 November 2025"),
+        ("Order #W1234567 was delivered on 12/11/2026.", "en_US", "12/11/2026"),
+        ("Order #W1234567 was delivered on 30. November 2026.", "de_DE", "30. November 2026"),
+        ("Order #W1234567 was delivered at 9:15 PM.", "en_US", "9:15 PM"),
+        ("Order #W1234567 was delivered on 2026年11月29日.", "ja_JP", "2026年11月29日"),
+        ("Order #W1234567 cost $1,294.50.", "en_US", "$1,294.50"),
+        ("Order #W1234567 cost 1.294,50\xa0$.", "de_DE", "1.294,50"),
+        # the right number in another currency is another price
+        ("Order #W1234567 cost €1,249.50.", "en_US", "USD"),
+        ("Order #W1234567 cost 1249.50 GBP.", "en_US", "USD"),
+    ],
+)
+def test_invented_facts_written_in_the_customers_style_are_rejected(
+    answer: str, locale: str, fact: str
+) -> None:
+    assert fact in judge_styled(answer, locale=locale)

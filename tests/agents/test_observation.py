@@ -237,3 +237,42 @@ def test_reduction_is_deterministic() -> None:
     second = observation_reduce(body=body, max_chars=30)
 
     assert first == second
+
+
+@pytest.mark.parametrize(
+    ("body", "key_fields", "expected"),
+    [
+        # an amount keeps its currency, a SKU the product it sells
+        (
+            {"sku": "A-1", "product_name": "Mug", "price": 12.5, "currency": "EUR", "size": "L"},
+            ("sku", "price"),
+            {"sku": "A-1", "price": 12.5, "currency": "EUR", "product_name": "Mug"},
+        ),
+        # money inside a kept list takes the currency of the object that states it
+        (
+            {
+                "order_id": "#W1",
+                "currency": "GBP",
+                "items": [{"sku": "A-1", "name": "Mug", "unit_price": 3.0}],
+            },
+            ("order_id", "items"),
+            {
+                "order_id": "#W1",
+                "items": [{"sku": "A-1", "name": "Mug", "unit_price": 3.0}],
+                "currency": "GBP",
+            },
+        ),
+        # nothing to add: no money kept, no SKU kept
+        (
+            {"status": "shipped", "total": 10, "currency": "USD", "product_name": "Mug"},
+            ("status",),
+            {"status": "shipped"},
+        ),
+    ],
+)
+def test_key_fields_keep_what_gives_amounts_and_skus_their_meaning(
+    body: dict, key_fields: tuple[str, ...], expected: object
+) -> None:
+    result = observation_reduce(body=json.dumps(body), key_fields=key_fields)
+
+    assert result.data == expected

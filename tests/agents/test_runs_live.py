@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from datetime import UTC
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from babel.dates import format_date
 
 from agents.services import run_execute
-from sandbox.models import Order
+from sandbox.models import Order, Product, Sku
 from sandbox.services import faultrule_set
 from traces.models import Step, Trace
 from traces.services import trace_create
@@ -105,3 +108,62 @@ def test_fifty_runs_under_thirty_percent_faults_all_end_terminal_and_classified(
     ):
         assert step.error_type in {"TIMEOUT", "HALLUCINATED_ANSWER"}
     assert not Step.objects.filter(trace__in=traces, ok=False, error_type="").exists()
+
+
+ISO_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2})?")
+
+
+def test_answers_name_products_and_write_prices_and_dates_for_the_customer(
+    live_sandbox: str,
+    small_shop: Any,
+    support_agent: Any,
+    error_rules: Any,
+    careful_model: Any,
+    ops_user: Any,
+    client: Any,
+) -> None:
+    # given a price question by product name and an order that was delivered
+    product = Product.objects.order_by("product_id").first()
+    order = Order.objects.filter(delivered_at__isnull=False).order_by("order_id").first()
+    assert product is not None and order is not None and order.delivered_at is not None
+    price_trace = trace_create(
+        agent_id=support_agent.pk,
+        query=f"How much does the {product.name} cost?",
+        llm_backend="simulated",
+    )
+    order_trace = trace_create(
+        agent_id=support_agent.pk,
+        query=f"Where is my order {order.order_id}?",
+        llm_backend="simulated",
+    )
+    # when both run against the sandbox over HTTP
+    async_to_sync(run_execute)(trace_id=str(price_trace.pk))
+    async_to_sync(run_execute)(trace_id=str(order_trace.pk))
+    price_trace.refresh_from_db()
+    order_trace.refresh_from_db()
+    # then the price answer names the product and gives its price in dollars
+    assert price_trace.status == Trace.Status.FINISHED, price_trace.final_answer
+    sku = Sku.objects.filter(product=product, sku__in=_words(price_trace.final_answer)).first()
+    assert sku is not None, price_trace.final_answer
+    assert f"{product.name} ({sku.sku})" in price_trace.final_answer
+    assert f"${sku.price:,}" in price_trace.final_answer
+    # and the order answer gives the delivery date in words, with no raw ISO value
+    assert order_trace.status == Trace.Status.FINISHED, order_trace.final_answer
+    delivered = format_date(order.delivered_at.astimezone(UTC).date(), "long", locale="en_US")
+    assert delivered in order_trace.final_answer
+    for trace in (price_trace, order_trace):
+        assert not ISO_TIMESTAMP.search(trace.final_answer), trace.final_answer
+    # and each rewritten fact links to the step whose observation holds it
+    final = order_trace.steps.get(phase="final")
+    [fact] = [f for f in final.details["facts"] if f["field"] == "shipping.delivered_at"]
+    source = order_trace.steps.get(step_number=fact["step"])
+    assert source.phase == "action" and source.tool_name == "get_order" and source.ok
+    assert fact["value"] in source.response_summary
+    client.force_login(ops_user)
+    page = client.get(f"/traces/{order_trace.pk}/").content.decode()
+    assert f'href="#step-{fact["step"]}"' in page
+    assert f'id="step-{fact["step"]}"' in page
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w-]+", text)

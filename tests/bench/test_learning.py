@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from bench.learning import Task, answer_correct, experiment_run, tasks_generate
+from traces.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,6 +76,14 @@ def test_a_small_experiment_runs_both_arms_and_writes_the_report(
     # the drifted order endpoint was learned as an adapter during training
     kinds = {s["kind"] for s in report["strategies"]}
     assert "adapter" in kinds
+    # Each long piece reported its progress on a Job as it went.
+    [bench] = Job.objects.filter(kind=Job.Kind.BENCHMARK)
+    assert (bench.status, bench.done, bench.total) == ("finished", 36, 36)
+    assert bench.message.startswith("wrote ")
+    reflexions = list(Job.objects.filter(kind=Job.Kind.REFLEXION))
+    assert reflexions
+    assert all(j.status == "finished" and j.done == j.total >= 1 for j in reflexions)
+    assert all(j.result_url.startswith("/traces/") for j in reflexions)
 
 
 def test_the_command_refuses_without_confirmation_or_with_too_few_tasks(db: None) -> None:

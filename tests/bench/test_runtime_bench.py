@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from traces.models import Job
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -36,3 +38,7 @@ def test_bench_runtime_reports_both_loops_and_in_flight_runs(
     assert len(report["orchestration"]["baseline_seconds"]) == 2
     assert report["in_flight"]["max_runs_waiting_on_the_model_at_once"] == 20
     assert "steps/s" in out.getvalue()
+    [job] = Job.objects.filter(kind=Job.Kind.BENCHMARK)
+    # two phases per repeat, then the in-flight measurement
+    assert (job.status, job.done, job.total) == ("finished", 5, 5)
+    assert job.message.startswith("20 runs in flight")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
-from policies.models import Strategy
+from policies.models import Strategy, StrategyConfidenceEvent
 from policies.selectors import strategies_citable
 from policies.services import confidence_next, run_outcomes_record, strategy_outcome_record
 from reviews.models import ReviewItem
@@ -117,3 +118,75 @@ def test_run_outcomes_score_step_level_and_run_level_strategies(
     assert outcomes == {adapter.pk: False, hint.pk: True}
     hint.refresh_from_db()
     assert hint.applications == 1 and hint.confidence == 0.75
+
+
+def _history(strategy: Strategy) -> list[tuple[float, float, str]]:
+    return [
+        (event.old, event.new, event.reason)
+        for event in StrategyConfidenceEvent.objects.filter(strategy=strategy).order_by("at", "id")
+    ]
+
+
+def test_every_confidence_move_appends_an_event_down_to_deprecation(make_strategy: Any) -> None:
+    strategy = make_strategy()
+
+    for success in (True, False, False, False, False):
+        strategy_outcome_record(strategy_id=strategy.pk, success=success)
+
+    strategy.refresh_from_db()
+    assert strategy.status == Strategy.Status.DEPRECATED
+    assert _history(strategy) == [
+        (0.7, 0.75, "success"),
+        (0.75, 0.6, "failure"),
+        (0.6, 0.45, "failure"),
+        (0.45, 0.3, "failure"),
+        (0.3, 0.15, "failure"),
+    ]
+    assert _history(strategy)[-1][1] == strategy.confidence
+
+
+def test_run_outcomes_record_one_event_per_application_linked_to_the_run(
+    make_strategy: Any, support_agent: Any
+) -> None:
+    adapter = make_strategy()
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    now = timezone.now()
+    Step.objects.bulk_create(
+        [
+            Step(
+                trace=trace,
+                step_number=number,
+                phase="action",
+                ok=ok,
+                error_type="" if ok else "TIMEOUT",
+                started_at=now,
+                strategies_applied=[{"id": adapter.pk, "kind": "adapter"}],
+            )
+            for number, ok in ((1, False), (2, True))
+        ]
+    )
+    Trace.objects.filter(pk=trace.pk).update(status="finished")
+
+    run_outcomes_record(trace_id=str(trace.pk))
+
+    events = list(StrategyConfidenceEvent.objects.filter(strategy=adapter).order_by("id"))
+    adapter.refresh_from_db()
+    assert [(e.reason, e.trace_id) for e in events] == [
+        ("failure", trace.pk),
+        ("success", trace.pk),
+    ]
+    assert len(events) == adapter.applications
+    assert events[-1].new == adapter.confidence
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_confidence_move_that_rolls_back_leaves_no_event(make_strategy: Any) -> None:
+    strategy = make_strategy()
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        strategy_outcome_record(strategy_id=strategy.pk, success=True)
+        raise RuntimeError("the caller's transaction fails after the move")
+
+    strategy.refresh_from_db()
+    assert strategy.confidence == 0.7
+    assert not StrategyConfidenceEvent.objects.filter(strategy=strategy).exists()

@@ -20,6 +20,8 @@ OPS = {
     "traces.view_all_traces",
     "reviews.review_strategies",
     "sandbox.inject_faults",
+    "policies.view_policyversion",
+    "traces.view_job",
 }
 
 
@@ -62,12 +64,16 @@ def test_roles_sync_takes_back_a_permission_granted_by_hand() -> None:
     assert _held("support") == {"agents.start_run"}
 
 
-def test_the_data_migration_creates_the_same_groups() -> None:
+def test_the_data_migrations_create_the_same_groups() -> None:
     Group.objects.all().delete()
-    state = MigrationLoader(connection).project_state(("reviews", "0003_roles"))
-    migration = importlib.import_module("reviews.migrations.0003_roles")
+    state = MigrationLoader(connection).project_state(
+        ("reviews", "0004_ops_view_policies_and_jobs")
+    )
+    roles = importlib.import_module("reviews.migrations.0003_roles")
+    ops_views = importlib.import_module("reviews.migrations.0004_ops_view_policies_and_jobs")
 
-    migration.create_roles(state.apps, None)
+    roles.create_roles(state.apps, None)
+    ops_views.grant_ops(state.apps, None)
 
     _assert_roles()
 

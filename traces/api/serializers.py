@@ -67,6 +67,8 @@ class TraceSerializer(serializers.ModelSerializer):
             "query_hash",
             "session_id",
             "customer_id",
+            "locale",
+            "time_zone",
             "agent",
             "source",
             "llm_backend",

@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agents', '0006_toolalert_unsuspended'),
-        ('traces', '0005_trace_view_all_traces_permission'),
+        ('traces', '0007_trace_answer_style'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from policies import views
+
+app_name = "policies"
+urlpatterns = [
+    path("", views.policy_active, name="active"),
+    path("versions/", views.policy_version_list, name="versions"),
+    path("versions/<int:number>/", views.policy_version_tree, name="version"),
+    path("versions/<int:number>/yaml/", views.policy_version_yaml, name="version-yaml"),
+    path("diff/", views.policy_version_diff, name="diff"),
+    path("strategies/<int:strategy_id>/", views.strategy_detail, name="strategy"),
+]

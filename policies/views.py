@@ -1,0 +1,193 @@
+"""Staff pages of the policy tree: the active version, versions, diffs, strategies.
+
+Views stay thin: documents.py renders and compares the YAML, selectors.py reads rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import yaml
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from policies.documents import (
+    policy_document_parse,
+    policy_document_side_by_side,
+    policy_document_tree,
+    policy_version_get,
+)
+from policies.models import PolicyVersion, Strategy
+from policies.selectors import (
+    policy_version_active,
+    policy_versions_page,
+    strategies_by_id,
+    strategy_confidence_history,
+    strategy_source_traces,
+    strategy_versions,
+    user_can_view_policies,
+)
+from policies.services import CONFIDENCE_CITE_MIN, CONFIDENCE_DEPRECATE_BELOW
+
+VERSIONS_PER_PAGE = 25
+SPARK_WIDTH, SPARK_HEIGHT = 320, 60
+
+
+def _policies_viewer(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not user_can_view_policies(request.user):
+            raise PermissionDenied("Only ops staff and admins read the policy tree.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _version_or_404(number: int) -> PolicyVersion:
+    version = policy_version_get(number=number)
+    if version is None:
+        raise Http404(f"There is no policy version v{number}.")
+    return version
+
+
+def _tree_page(request: HttpRequest, version: PolicyVersion | None) -> HttpResponse:
+    scopes: list[dict[str, Any]] = []
+    if version is not None:
+        document = policy_document_parse(version.document)
+        live = strategies_by_id([e.id for e in document.entries if e.id is not None])
+        scopes = [
+            {
+                "scope": scope,
+                "lists": [
+                    {
+                        "name": branch_list.name,
+                        "entries": [
+                            {
+                                "entry": entry,
+                                "strategy": live.get(entry.id) if entry.id else None,
+                                "branch": yaml.safe_dump(
+                                    entry.branch, sort_keys=False, allow_unicode=True
+                                ),
+                            }
+                            for entry in branch_list.entries
+                        ],
+                    }
+                    for branch_list in scope.lists
+                ],
+            }
+            for scope in policy_document_tree(document)
+        ]
+    return render(request, "policies/tree.html", {"version": version, "scopes": scopes})
+
+
+@_policies_viewer
+def policy_active(request: HttpRequest) -> HttpResponse:
+    return _tree_page(request, policy_version_active())
+
+
+@_policies_viewer
+def policy_version_tree(request: HttpRequest, number: int) -> HttpResponse:
+    return _tree_page(request, _version_or_404(number))
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() and len(value) < 10 else None
+
+
+@_policies_viewer
+def policy_version_list(request: HttpRequest) -> HttpResponse:
+    before = _int_param(request, "before")
+    rows = policy_versions_page(before=before, limit=VERSIONS_PER_PAGE)
+    versions, older = rows[:VERSIONS_PER_PAGE], len(rows) > VERSIONS_PER_PAGE
+    return render(
+        request,
+        "policies/versions.html",
+        {
+            "versions": versions,
+            "before": before,
+            "older": versions[-1].number if older else None,
+        },
+    )
+
+
+@_policies_viewer
+def policy_version_yaml(request: HttpRequest, number: int) -> HttpResponse:
+    version = _version_or_404(number)
+    response = HttpResponse(version.document, content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="policy-v{version.number}.yaml"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@_policies_viewer
+def policy_version_diff(request: HttpRequest) -> HttpResponse:
+    a, b = _int_param(request, "a"), _int_param(request, "b")
+    old = policy_version_get(number=a) if a is not None else None
+    new = policy_version_get(number=b) if b is not None else None
+    rows = (
+        policy_document_side_by_side(old_text=old.document, new_text=new.document)
+        if old is not None and new is not None
+        else []
+    )
+    recent = PolicyVersion.objects.order_by("-number").values_list("number", flat=True)[:200]
+    numbers = sorted({*recent, *(v.number for v in (old, new) if v is not None)}, reverse=True)
+    return render(
+        request,
+        "policies/diff.html",
+        {
+            "old": old,
+            "new": new,
+            "a": a,
+            "b": b,
+            # Until two are picked, offer the newest version against its predecessor.
+            "pick_a": a if a is not None else (numbers[1] if len(numbers) > 1 else None),
+            "pick_b": b if b is not None else (numbers[0] if numbers else None),
+            "rows": rows,
+            "changed": sum(1 for row in rows if row.tag not in ("equal", "skip")),
+            "numbers": numbers,
+            "missing": [n for n, v in ((a, old), (b, new)) if n is not None and v is None],
+        },
+    )
+
+
+def _sparkline(values: list[float]) -> str:
+    """SVG polyline points for confidence values in [0, 1]; empty for fewer than two."""
+    if len(values) < 2:
+        return ""
+    step = SPARK_WIDTH / (len(values) - 1)
+    return " ".join(
+        f"{i * step:.1f},{(1 - max(0.0, min(1.0, v))) * SPARK_HEIGHT:.1f}"
+        for i, v in enumerate(values)
+    )
+
+
+@_policies_viewer
+def strategy_detail(request: HttpRequest, strategy_id: int) -> HttpResponse:
+    strategy = get_object_or_404(Strategy.objects.select_related("policy"), pk=strategy_id)
+    history = strategy_confidence_history(strategy_id=strategy.pk)
+    values = ([history[0].old] if history else []) + [event.new for event in history]
+    return render(
+        request,
+        "policies/strategy.html",
+        {
+            "strategy": strategy,
+            "branch_yaml": yaml.safe_dump(strategy.branch, sort_keys=False, allow_unicode=True),
+            "history": history,
+            "recent": list(reversed(history))[:50],
+            "spark": _sparkline(values),
+            "spark_width": SPARK_WIDTH,
+            "spark_height": SPARK_HEIGHT,
+            "thresholds": {
+                "cite": (1 - CONFIDENCE_CITE_MIN) * SPARK_HEIGHT,
+                "deprecate": (1 - CONFIDENCE_DEPRECATE_BELOW) * SPARK_HEIGHT,
+            },
+            "traces": strategy_source_traces(strategy=strategy, user=request.user),
+            "versions": strategy_versions(strategy=strategy),
+        },
+    )
