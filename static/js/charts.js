@@ -95,10 +95,13 @@
         },
         options: {
           indexAxis: type === "bar" ? "y" : "x",
-          // Long labels (endpoints) keep their informative end; the tooltip shows them whole.
+          // Endpoints show their path (the tooltip keeps the host); long ones keep their end.
           scales: type === "bar" ? { y: { ticks: { callback: function (value) {
             var label = this.getLabelForValue(value);
-            return label.length > 28 ? "…" + label.slice(-27) : label;
+            if (canvas.dataset.param === "endpoint" && label.indexOf("/") > 0) {
+              label = label.slice(label.indexOf("/"));
+            }
+            return label.length > 26 ? "…" + label.slice(-25) : label;
           } } } } : {},
           plugins: { legend: { display: type !== "bar" } },
           onClick: function (event, elements, chart) {
