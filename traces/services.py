@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from traces.models import Job, Step, Trace
 from traces.redaction import redact_text
+from traces.rollups import rollups_forget_trace, rollups_record_run, rollups_record_steps
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +36,12 @@ def trace_create(
     session_id: str = "",
     created_by_id: int | None = None,
     source: str = "api",
+    origin: str = Trace.Origin.CUSTOMER,
     locale: str = "",
     time_zone: str = "",
 ) -> Trace:
+    """A queued trace. ``origin`` marks runs the learning loop makes itself (replays,
+    experiments): they stay out of customer metrics and the default trace list."""
     # A customer may paste a card number or a password; the run never needs it verbatim.
     query = redact_text(query)
     trace = Trace(
@@ -50,6 +54,7 @@ def trace_create(
         session_id=session_id,
         created_by_id=created_by_id,
         source=source,
+        origin=origin,
         locale=locale,
         time_zone=time_zone,
     )
@@ -60,6 +65,7 @@ def trace_create(
 
 
 def trace_set_policy(*, trace_id: str, version: str) -> None:
+    rollups_forget_trace(trace_id=trace_id)
     Trace.objects.filter(pk=trace_id).update(policy_version=version)
 
 
@@ -119,6 +125,9 @@ def trace_finish(
                 "id",
                 filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL, ok=True),
             ),
+            action_steps=Count(
+                "id", filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL)
+            ),
         )
         trace.status = status
         trace.outcome = outcome or _outcome_for_status(status, totals["tool_successes"])
@@ -142,6 +151,9 @@ def trace_finish(
                 "finished_at",
             ]
         )
+        rollups_record_run(
+            trace=trace, failed_steps=totals["failed"], action_steps=totals["action_steps"]
+        )
     logger.info(
         "trace.finished",
         extra={
@@ -161,7 +173,7 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
         if trace.is_terminal:
             return trace
         last = trace.steps.order_by("-step_number").values_list("step_number", flat=True).first()
-        Step.objects.create(
+        stopped = Step.objects.create(
             trace=trace,
             step_number=(last or 0) + 1,
             phase=Step.Phase.STOPPED,
@@ -170,6 +182,7 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
             error_detail=redact_text(detail)[:2000],
             started_at=timezone.now(),
         )
+        rollups_record_steps(steps=[stopped])
     return trace_finish(
         trace_id=trace_id,
         status=Trace.Status.FAILED,
