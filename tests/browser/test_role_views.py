@@ -15,7 +15,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.served]
 
 ROLES = {
     "support": ("support-demo", {"Assistant", "My traces", "API"}),
-    "ops": ("ops-demo", {"Assistant", "Traces", "Reviews", "Policies", "Jobs", "API"}),
+    "ops": (
+        "ops-demo",
+        {"Assistant", "Overview", "Failures", "Traces", "Reviews", "Policies", "Jobs", "API"},
+    ),
     "admin": (
         "admin-demo",
         {
