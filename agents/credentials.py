@@ -21,6 +21,10 @@ from traces.redaction import secret_register
 AUTH_TYPES = ("bearer", "header", "query")
 AUTH_KEYS = frozenset({"type", "name", "env"})
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
+# The installation's own settings (secret key, database and broker URLs with their
+# passwords, the LLM key) and libpq's: whoever may edit a tool must not be able to send
+# them to an endpoint, so a tool's credential needs a variable of its own.
+RESERVED_ENV_PREFIXES = ("DJANGO_", "DATABASE_", "DB_", "REDIS_", "CELERY_", "LLM_", "PG")
 # RFC 9110 token characters: what a header name may contain.
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 QUERY_NAME = re.compile(r"^[A-Za-z0-9_.\-\[\]]{1,128}$")
@@ -73,6 +77,11 @@ def tool_auth_parse(raw: Any) -> ToolAuth | None:
     if not isinstance(env, str) or not ENV_NAME.match(env):
         raise ToolAuthInvalid(
             "env must name an environment variable (upper-case letters, digits and _)."
+        )
+    if env.startswith(RESERVED_ENV_PREFIXES):
+        raise ToolAuthInvalid(
+            f"{env} is reserved for this installation's own settings; give the tool's "
+            "credential a variable of its own, e.g. SHOP_API_KEY."
         )
     name = raw.get("name") or ""
     if not isinstance(name, str):

@@ -5,7 +5,8 @@ and a path prefix. A URL matches an entry when its scheme, host and port are the
 exactly (host lower-cased and IDNA-encoded, default ports filled in, a trailing dot
 dropped) and its path starts with the entry's path on a segment boundary: ``/v1`` admits
 ``/v1`` and ``/v1/orders`` but not ``/v10``. URLs with userinfo, dot segments (also
-percent-encoded ones), backslashes or control characters never match, and a URL that
+percent-encoded ones, and ``..;`` or ``..\\`` that Tomcat and IIS resolve), backslashes, control
+characters or percent-encodings that are not UTF-8 never match, and a URL that
 cannot be parsed is refused with the reason instead of raising.
 
 A template must fix the scheme, host and port: a placeholder may only come after the
@@ -147,9 +148,14 @@ def endpoint_refusal(url: str) -> str | None:
         return f"scheme {location.scheme or '(none)'!r} is not allowed; use http or https"
     decoded = location.segments
     for _ in range(DECODE_ROUNDS):
-        if any(segment in {".", ".."} for segment in decoded):
+        if any(_dot_segment(segment) for segment in decoded):
             return "the path contains a '.' or '..' segment (percent-encoded or not)"
-        decoded = tuple(part for segment in decoded for part in unquote(segment).split("/"))
+        try:
+            decoded = tuple(
+                part for segment in decoded for part in _utf8_unquote(segment).split("/")
+            )
+        except UnicodeDecodeError:
+            return "the path has a percent-encoding that is not UTF-8"
     entries = _allowlist_entries((sandbox_base_url(), *settings.TOOL_ENDPOINT_ALLOWLIST))
     if any(_entry_admits(entry, location) for entry in entries):
         return None
@@ -197,7 +203,21 @@ def endpoint_template_problem(template: str) -> str | None:
 
 def _path_segments(raw_path: str) -> tuple[str, ...]:
     # Decoded once, so an encoded '/' separates segments as it does for most servers.
-    return tuple(unquote(raw_path).split("/")[1:]) if raw_path else ()
+    try:
+        return tuple(_utf8_unquote(raw_path).split("/")[1:]) if raw_path else ()
+    except UnicodeDecodeError as exc:
+        # An overlong %C0%AE is '.' to some decoders and U+FFFD to others: refuse it.
+        raise EndpointURLInvalid("the path has a percent-encoding that is not UTF-8") from exc
+
+
+def _utf8_unquote(text: str) -> str:
+    return unquote(text, errors="strict")
+
+
+def _dot_segment(segment: str) -> bool:
+    """True for a segment some server resolves as '.' or '..': IIS also splits on a
+    backslash, and Tomcat drops a ';' path parameter, so ``..;`` and ``..\\x`` climb too."""
+    return any(part.split(";", 1)[0] in {".", ".."} for part in segment.split("\\"))
 
 
 @lru_cache(maxsize=32)

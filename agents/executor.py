@@ -236,7 +236,14 @@ class ToolExecutor:
             )
         headers: dict[str, str] = {}
         credential_params: dict[str, str] = {}
-        if tool.auth_error:
+        auth_error = tool.auth_error
+        secret = ""
+        if not auth_error and tool.auth is not None:
+            try:
+                secret = credential_resolve(tool.auth)
+            except CredentialMissing as exc:
+                auth_error = str(exc)
+        if auth_error:
             return self._result(
                 ExecutorCode.CREDENTIAL_MISSING,
                 started,
@@ -244,21 +251,9 @@ class ToolExecutor:
                 payload,
                 None,
                 "",
-                detail=f"tool {tool.name!r} cannot authenticate: {tool.auth_error}",
+                detail=f"tool {tool.name!r} cannot authenticate: {auth_error}",
             )
         if tool.auth is not None:
-            try:
-                secret = credential_resolve(tool.auth)
-            except CredentialMissing as exc:
-                return self._result(
-                    ExecutorCode.CREDENTIAL_MISSING,
-                    started,
-                    url,
-                    payload,
-                    None,
-                    "",
-                    detail=f"tool {tool.name!r} cannot authenticate: {exc}",
-                )
             headers, credential_params = credential_request_parts(tool.auth, secret)
         request_kwargs: dict[str, Any] = {"timeout": tool.timeout_seconds}
         if headers:

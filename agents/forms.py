@@ -6,7 +6,11 @@ from jsonschema import Draft202012Validator, SchemaError
 
 from agents.endpoints import endpoint_template_problem
 from agents.models import Agent, Tool
-from agents.query_validation import validate_query_length
+from agents.query_validation import (
+    CUSTOMER_ID_MESSAGE,
+    CUSTOMER_ID_PATTERN,
+    validate_query_length,
+)
 
 
 class ChatForm(forms.Form):
@@ -21,10 +25,10 @@ class ChatForm(forms.Form):
         ),
     )
     customer_id = forms.RegexField(
-        regex=r"^[A-Za-z0-9_-]{0,64}$",
+        regex=CUSTOMER_ID_PATTERN,
         required=False,
         widget=forms.TextInput(attrs={"placeholder": "customer id (optional)"}),
-        error_messages={"invalid": "Letters, digits, - and _ only (max 64)."},
+        error_messages={"invalid": CUSTOMER_ID_MESSAGE},
     )
 
 

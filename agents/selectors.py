@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from agents.models import Agent, Tool, ToolAlert
-from traces.models import Step
+from traces.models import StepRollupHourly, Trace
+from traces.rollups import hour_of
 
 # The tools page edits the whitelist; of the roles only admin holds it (reviews/roles.py).
 MANAGE_TOOLS = "agents.change_tool"
@@ -66,34 +67,34 @@ class ToolErrorRate:
 def tool_error_rates(
     *, tool_names: list[str], since: datetime, until: datetime | None = None
 ) -> dict[str, ToolErrorRate]:
-    """Per-tool call counts and error counts by type over [since, until), in one query.
+    """Per-tool calls and failed calls by error type in customer traffic, in one query.
 
-    Reads the action steps through the ``step_tool_time`` index (tool_name, created_at):
-    an IN list of the page's tool names and a bounded time range, grouped by tool and
-    error type, so the cost follows the window's calls and not the Step table's size.
-    This moves to the hourly/daily rollup tables by tool once they are merged (issue 7,
-    item 1), which the pages are meant to read instead of Steps.
+    Reads the hourly step rollups (``traces.rollups``), never the Step table: the hours
+    from the one holding ``since`` to the one before ``until``'s end, so the cost follows
+    the window's hours and tools whatever the number of steps. Replays and experiments
+    of the learning loop are left out, as on the dashboards.
     """
     until = until or timezone.now()
     rates = {name: ToolErrorRate() for name in tool_names}
     if not tool_names:
         return rates
     rows = (
-        Step.objects.filter(
+        StepRollupHourly.objects.filter(
             tool_name__in=tool_names,
-            created_at__gte=since,
-            created_at__lt=until,
-            phase=Step.Phase.ACTION,
+            origin=Trace.Origin.CUSTOMER,
+            period_start__gte=hour_of(since),
+            period_start__lt=until,
+            action_steps__gt=0,
         )
-        .values("tool_name", "ok", "error_type")
-        .annotate(n=Count("id"))
+        .values("tool_name", "error_type")
+        .annotate(calls=Sum("action_steps"), errors=Sum("failed_action_steps"))
         .order_by()
     )
     for row in rows:
         rate = rates[row["tool_name"]]
-        rate.calls += row["n"]
-        if not row["ok"] or row["error_type"]:
+        rate.calls += row["calls"]
+        if row["errors"]:
             error_type = row["error_type"] or "UNCLASSIFIED"
-            rate.errors += row["n"]
-            rate.by_type[error_type] = rate.by_type.get(error_type, 0) + row["n"]
+            rate.errors += row["errors"]
+            rate.by_type[error_type] = rate.by_type.get(error_type, 0) + row["errors"]
     return rates

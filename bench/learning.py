@@ -348,6 +348,7 @@ def run_tasks(
     """
     from agents.services import run_execute
     from policies.reflexion import reflexion_run
+    from traces.models import Trace
     from traces.services import job_progress, trace_create
 
     results: list[RunResult] = []
@@ -363,6 +364,7 @@ def run_tasks(
                 else settings.LLM_MODEL,
                 session_id=f"bench:{arm}:{task.split}",
                 source="bench",
+                origin=Trace.Origin.EXPERIMENT,
             )
             for task in batch
         ]

@@ -10,6 +10,7 @@ urlpatterns = [
     path("", include("agents.urls")),
     path("traces/", include("traces.urls")),
     path("reviews/", include("reviews.urls")),
+    path("dashboards/", include("reviews.dashboard_urls")),
     path("policies/", include("policies.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),

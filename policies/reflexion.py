@@ -28,6 +28,7 @@ from policies.selectors import strategies_citable
 from policies.services import CONFIDENCE_START, audit, strategy_activate
 from reviews.models import ReviewItem
 from traces.models import Job, Trace
+from traces.redaction import redact_text, redact_value
 from traces.services import job_finish, job_progress, job_running
 
 logger = logging.getLogger(__name__)
@@ -312,18 +313,22 @@ def llm_reflexion(facts: FailureFacts) -> tuple[Proposal | None, str]:
             messages=reflexion_messages(facts, history), schema=ReflexionOutput, purpose="reflexion"
         )
     except LLMError as exc:
-        return None, f"LLM reflexion failed: {exc}"
+        return None, f"LLM reflexion failed: {redact_text(str(exc))}"
     text = response.text.strip().removeprefix("```json").removesuffix("```").strip()
     try:
         output = ReflexionOutput.model_validate_json(text)
     except ValueError as exc:
-        return None, f"unparseable reflexion output: {str(exc)[:300]}"
+        # pydantic quotes the offending input, which is model output like the rest.
+        return None, f"unparseable reflexion output: {redact_text(str(exc))[:300]}"
+    # Model output is untrusted: it may echo a secret from a response body or invent a
+    # card number. Redacted here, nothing derived from it (proposal, strategy, policy
+    # document, review item) can carry one.
     return (
         Proposal(
             kind=output.kind,
-            branch=output.branch,
-            root_cause=output.root_cause,
-            strategy_update=output.strategy_update,
+            branch=redact_value(output.branch),
+            root_cause=redact_text(output.root_cause),
+            strategy_update=redact_text(output.strategy_update),
             origin=f"llm:{response.backend}",
             cited_trace_ids=output.cited_trace_ids,
             cited_fields=output.cited_fields,
@@ -466,9 +471,10 @@ def _record(
         error_type=facts.error_type,
         error_signature=facts.signature,
         origin=proposal.origin if proposal else "none",
-        payload=proposal.as_payload() if proposal else {},
+        payload=redact_value(proposal.as_payload()) if proposal else {},
         outcome=outcome,
-        reason=reason,
+        # Gate and replay reasons quote the proposal and the replayed responses.
+        reason=redact_text(reason),
         gate_results=gates or {},
         strategy=strategy,
     )
@@ -520,6 +526,8 @@ def reflexion_for_failure(
         None,
     )
     passed, detail = strategy_replay(proposal=proposal, facts=facts)
+    # The replay's detail quotes the responses it got; it is stored on the strategy.
+    detail = redact_text(detail)
     if not passed:
         return _record(
             facts, proposal, ReflexionProposal.Outcome.REJECTED, f"replay failed: {detail}", gates

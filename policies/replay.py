@@ -135,6 +135,7 @@ def _replay_run(proposal: Proposal, facts: FailureFacts, *, job_id: int) -> tupl
         llm_model=original.llm_model,
         customer_id=original.customer_id,
         source="replay",
+        origin=Trace.Origin.REPLAY,
     )
     job_progress(
         job_id=job_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, Q, QuerySet
@@ -155,3 +156,19 @@ def strategy_versions(*, strategy: Strategy, limit: int = 50) -> list[PolicyVers
             :limit
         ]
     )
+
+
+def strategy_approvals_by_error_type(*, error_types: list[str]) -> dict[str, list[datetime]]:
+    """When strategies for each error type were approved: the creation of the version each
+    one introduced (a reviewer's approval and an auto-merge both publish one)."""
+    approvals: dict[str, list[datetime]] = {}
+    if not error_types:
+        return approvals
+    rows = (
+        Strategy.objects.filter(error_type__in=error_types, introduced_in__isnull=False)
+        .order_by()
+        .values_list("error_type", "introduced_in__created_at")
+    )
+    for error_type, approved_at in rows:
+        approvals.setdefault(error_type, []).append(approved_at)
+    return approvals

@@ -18,6 +18,7 @@ from policies.models import Strategy, StrategyConfidenceEvent
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
 from reviews.models import AuditLog, ReviewItem
 from traces.models import Trace
+from traces.redaction import redact_value
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ def audit(*, action: str, target: str, actor: Any = None, details: dict | None =
         actor_kind="user" if getattr(actor, "pk", None) else (actor or "system"),
         action=action,
         target=target,
-        details=details or {},
+        # Details quote notes and proposals that people and models wrote.
+        details=redact_value(details or {}),
     )
 
 

@@ -12,6 +12,7 @@ from policies.models import Strategy
 from policies.services import audit, strategy_activate, strategy_reject
 from reviews.models import ReviewItem
 from traces.models import Feedback, Trace
+from traces.redaction import redact_text
 from traces.services import trace_feedback_record
 
 LOCK_MINUTES = 15
@@ -51,7 +52,7 @@ def _close(item: ReviewItem, *, status: str, user: Any, note: str) -> None:
     item.status = status
     item.decided_by = user if getattr(user, "pk", None) else None
     item.decided_at = timezone.now()
-    item.decision_note = note
+    item.decision_note = redact_text(note)
     item.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
 
 

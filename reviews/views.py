@@ -8,13 +8,15 @@ from datetime import datetime
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
+from reviews.forms import ReviewDecisionForm
+from reviews.models import ReviewItem
 from reviews.selectors import (
     AuditFilter,
     audit_log_page,
@@ -50,19 +52,20 @@ def review_queue(request: HttpRequest) -> HttpResponse:
 def review_decide(request: HttpRequest, item_id: int) -> HttpResponse:
     if not user_can_review(request.user):
         raise PermissionDenied("Only ops staff and admins review strategies.")
-    decision = request.POST.get("decision")
-    note = request.POST.get("note", "").strip()[:500]
-    if decision not in ("approve", "reject"):
-        messages.error(request, "Choose approve or reject.")
+    form = ReviewDecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
         return redirect("reviews:queue")
-    if decision == "reject" and not note:
-        messages.error(request, "Say why you reject it: the note is kept in the audit log.")
-        return redirect("reviews:queue")
+    decision = form.cleaned_data["decision"]
+    note = form.cleaned_data["note"]
     try:
         if decision == "approve":
             review_item_approve(item_id=item_id, user=request.user, note=note)
         else:
             review_item_reject(item_id=item_id, user=request.user, note=note)
+    except ReviewItem.DoesNotExist as exc:
+        # A stale page or a typed URL: the item is gone, which is not a server error.
+        raise Http404(f"No review {item_id}.") from exc
     except ReviewConflict as exc:
         messages.error(request, str(exc))
     else:

@@ -444,6 +444,10 @@ def return_status(request: HttpRequest, order_id: str) -> HttpResponse:
     )
 
 
+# The column's length: PostgreSQL refuses a longer value instead of truncating it.
+RETURN_REASON_MAX_LENGTH = ReturnRequest._meta.get_field("reason").max_length or 0
+
+
 @csrf_exempt
 @allow_methods("POST")
 @inject_faults("returns_create")
@@ -461,6 +465,13 @@ def return_create(request: HttpRequest) -> HttpResponse:
         return _type_mismatch("reason", "string", f"reason must be a string, got {reason!r}")
     if not reason.strip():
         return _error(400, "invalid_parameter", "reason must not be empty", field="reason")
+    if len(reason.strip()) > RETURN_REASON_MAX_LENGTH:
+        return _error(
+            400,
+            "invalid_parameter",
+            f"reason must be at most {RETURN_REASON_MAX_LENGTH} characters",
+            field="reason",
+        )
     skus = body.get("skus")
     if skus is not None and (
         not isinstance(skus, list) or not all(isinstance(code, str) for code in skus)
@@ -561,6 +572,14 @@ def _fault_injector_or_error(request: HttpRequest) -> JsonResponse | None:
         if user is None or not user.has_perm(INJECT_FAULTS):
             return _error(403, "forbidden", _NEEDS_PERMISSION)
         return None
+    scheme = header.split(" ", 1)[0]
+    if scheme:
+        # An ops user with an /api/ token would otherwise read "permission required".
+        return _error(
+            403,
+            "forbidden",
+            f"the fault API takes HTTP Basic or a signed-in session, not {scheme!r} credentials",
+        )
     if not request.user.has_perm(INJECT_FAULTS):
         return _error(403, "forbidden", _NEEDS_PERMISSION)
     if request.method not in SAFE_METHODS:

@@ -57,6 +57,8 @@ def trace(admin: Any, support_agent: Any) -> Trace:
         "/traces/{trace}/run/",
         "/reviews/",
         "/tools/",
+        "/dashboards/",
+        "/dashboards/failures/",
         "/admin/",
         "/admin/agents/tool/",
         "/api/docs/",
@@ -69,6 +71,16 @@ def test_pages_reference_only_this_server(admin_client: Client, trace: Trace, pa
     assert response.status_code == 200
     page = response.content.decode()
     assert [url for url in _references(page) if _is_external(url)] == []
+
+
+def test_dashboards_load_chart_js_from_the_vendored_static_files(admin_client: Client) -> None:
+    page = admin_client.get("/dashboards/failures/").content.decode()
+    scripts = [url for url in _references(page) if url.endswith(".js")]
+
+    assert "/static/vendor/chart.umd.js" in scripts
+    assert "/static/js/charts.js" in scripts
+    for url in scripts:
+        assert admin_client.get(url).status_code == 200, url
 
 
 def test_login_page_references_only_this_server(client: Client) -> None:

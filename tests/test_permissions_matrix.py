@@ -34,7 +34,8 @@ from sandbox.models import Article, FaultRule, Order, Product, ReturnRequest, Sh
 from sandbox.services import faultrule_set
 from tests.policies.conftest import make_strategy  # noqa: F401
 from traces.models import Feedback, Job, Step, Trace
-from traces.services import job_start, trace_create
+from traces.rollups import rollups_record_steps
+from traces.services import job_start, trace_create, trace_finish
 
 pytestmark = pytest.mark.django_db
 
@@ -108,6 +109,14 @@ ROUTES: dict[str, Route] = {
     "traces/<uuid:trace_id>/": Route("/traces/{trace}/", {"GET": OWN_PAGE}),
     "traces/<uuid:trace_id>/run/": Route("/traces/{trace}/run/", {"GET": OWN_PAGE}),
     "reviews/": Route("/reviews/", {"GET": OPS_PAGE}),
+    "dashboards/": Route("/dashboards/", {"GET": OPS_PAGE}),
+    "dashboards/failures/": Route("/dashboards/failures/", {"GET": OPS_PAGE}),
+    "dashboards/data/kpis.json": Route("/dashboards/data/kpis.json", {"GET": OPS_PAGE}),
+    "dashboards/data/runs.json": Route("/dashboards/data/runs.json", {"GET": OPS_PAGE}),
+    "dashboards/data/failures.json": Route("/dashboards/data/failures.json", {"GET": OPS_PAGE}),
+    "dashboards/data/breakdown.json": Route(
+        "/dashboards/data/breakdown.json?by=tool", {"GET": OPS_PAGE}
+    ),
     "reviews/audit/": Route("/reviews/audit/?action=review.approve", {"GET": ADMIN_PAGE}),
     "traces/jobs/": Route("/traces/jobs/", {"GET": OPS_PAGE}),
     "traces/jobs/partial/": Route("/traces/jobs/partial/?kind=replay", {"GET": OPS_PAGE}),
@@ -260,11 +269,16 @@ ADMIN_MODEL_PAGES = {
     "<path:object_id>/": ("redirect", 302),  # the old change URL, redirected
 }
 # Policy versions are immutable and the audit log is written by the system only.
+# Rollup rows are counts kept by the writers: nobody adds or edits them by hand.
 ADMIN_REFUSED = {
     ("policies.policyversion", "add"),
     ("reviews.auditlog", "add"),
     ("policies.strategyconfidenceevent", "add"),
     ("traces.job", "add"),
+    *(
+        (f"traces.{name}", "add")
+        for name in ("steprolluphourly", "steprollupdaily", "runrolluphourly", "runrollupdaily")
+    ),
 }
 
 
@@ -331,6 +345,8 @@ def world(
     step = Step.objects.create(
         trace=trace, step_number=1, phase="reasoning", started_at=timezone.now()
     )
+    trace_finish(trace_id=str(trace.pk), status="finished", final_answer="It shipped.")
+    rollups_record_steps(steps=[step])
     Feedback.objects.create(trace=trace, user=support_user, rating=Feedback.Rating.UP)
     trace_create(
         agent_id=support_agent.pk,

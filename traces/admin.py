@@ -1,7 +1,19 @@
+from typing import Any
+
 from django.contrib import admin
 from django.http import HttpRequest
 
-from traces.models import ErrorRule, Feedback, Job, Step, Trace
+from traces.models import (
+    ErrorRule,
+    Feedback,
+    Job,
+    RunRollupDaily,
+    RunRollupHourly,
+    Step,
+    StepRollupDaily,
+    StepRollupHourly,
+    Trace,
+)
 
 
 class StepInline(admin.TabularInline):
@@ -88,6 +100,30 @@ class FeedbackAdmin(admin.ModelAdmin):
     search_fields = ["trace__id", "user__username", "comment"]
     raw_id_fields = ["trace", "user"]
     list_select_related = ["user"]
+
+
+class RollupAdmin(admin.ModelAdmin):
+    """Read-only: rollup rows are counts kept by the writers and by ``rollups_rebuild``."""
+
+    list_filter = ["origin", "error_type"]
+    date_hierarchy = "period_start"
+    ordering = ["-period_start"]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(StepRollupHourly, StepRollupDaily)
+class StepRollupAdmin(RollupAdmin):
+    list_display = ["period_start", "origin", "policy_version", "tool_name", "error_type", "steps"]
+
+
+@admin.register(RunRollupHourly, RunRollupDaily)
+class RunRollupAdmin(RollupAdmin):
+    list_display = ["period_start", "origin", "policy_version", "error_type", "runs", "successes"]
 
 
 @admin.register(Job)

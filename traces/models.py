@@ -53,6 +53,13 @@ class Trace(models.Model):
         HANDED_OVER = "handed_over", "Handed over"
         FAILED = "failed", "Failed"
 
+    class Origin(models.TextChoices):
+        """Who asked: customers, or the learning loop checking itself (kept out of metrics)."""
+
+        CUSTOMER = "customer"
+        REPLAY = "replay"
+        EXPERIMENT = "experiment"
+
     TERMINAL_STATUSES = (Status.FINISHED, Status.FALLBACK, Status.FAILED)
     # The status each outcome implies: only an answer or a question is a success.
     OUTCOME_STATUS = {
@@ -77,6 +84,7 @@ class Trace(models.Model):
         related_name="traces",
     )
     source = models.CharField(max_length=20, default="api")  # api | cli | chat | bench
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.CUSTOMER)
     # The customer's style for the answer (BCP 47 tag, IANA zone); blank: the site default.
     locale = models.CharField(max_length=35, blank=True)
     time_zone = models.CharField(max_length=64, blank=True)
@@ -113,6 +121,7 @@ class Trace(models.Model):
         indexes = [
             models.Index(fields=["status", "created_at"], name="trace_status_time"),
             models.Index(fields=["outcome", "created_at"], name="trace_outcome_time"),
+            models.Index(fields=["origin", "created_at"], name="trace_origin_time"),
         ]
         # Without it a user sees only the runs they started.
         permissions = [("view_all_traces", "Can view every user's traces and steps")]
@@ -259,6 +268,137 @@ class ErrorRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.position}. {self.name} -> {self.error_type}"
+
+
+class RollupDims(models.Model):
+    """The dimensions every rollup row is keyed by, besides its own.
+
+    ``bucket_band`` is the lower bound of the canary band the run's policy bucket falls in
+    (0, 1, 5, 25, 50: the rollout stages), so any rollout stage's arm is a sum of bands
+    while a row per bucket (100) would make the rollup as large as the data.
+    """
+
+    period_start = models.DateTimeField()
+    origin = models.CharField(max_length=10, choices=Trace.Origin.choices)
+    agent_id = models.PositiveIntegerField()
+    policy_version = models.CharField(max_length=40)
+    bucket_band = models.PositiveSmallIntegerField()
+    error_type = models.CharField(max_length=40)
+    tokens = models.BigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+
+    class Meta:
+        abstract = True
+
+
+class StepRollup(RollupDims):
+    """Step counters per period, tool, normalised endpoint and error type."""
+
+    tool_name = models.CharField(max_length=64)
+    endpoint = models.CharField(max_length=300)
+    steps = models.PositiveIntegerField(default=0)
+    failed_steps = models.PositiveIntegerField(default=0)
+    action_steps = models.PositiveIntegerField(default=0)
+    # Tool calls that failed or were classified: the tools page's error rates.
+    failed_action_steps = models.PositiveIntegerField(default=0)
+    latency_ms_sum = models.BigIntegerField(default=0)
+
+    KEY = (
+        "period_start",
+        "origin",
+        "agent_id",
+        "policy_version",
+        "bucket_band",
+        "tool_name",
+        "endpoint",
+        "error_type",
+    )
+    COUNTERS = (
+        "steps",
+        "failed_steps",
+        "action_steps",
+        "failed_action_steps",
+        "latency_ms_sum",
+        "tokens",
+        "cost_usd",
+    )
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.period_start:%Y-%m-%d %H:%M} {self.tool_name} {self.error_type}"
+
+
+class RunRollup(RollupDims):
+    """Finished-run counters per period; ``error_type`` is the run's own (blank if none)."""
+
+    runs = models.PositiveIntegerField(default=0)
+    successes = models.PositiveIntegerField(default=0)
+    first_response_successes = models.PositiveIntegerField(default=0)
+    action_steps = models.PositiveIntegerField(default=0)
+    resolution_ms_sum = models.BigIntegerField(default=0)
+    handovers = models.PositiveIntegerField(default=0)
+
+    KEY = ("period_start", "origin", "agent_id", "policy_version", "bucket_band", "error_type")
+    COUNTERS = (
+        "runs",
+        "successes",
+        "first_response_successes",
+        "action_steps",
+        "resolution_ms_sum",
+        "handovers",
+        "tokens",
+        "cost_usd",
+    )
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.period_start:%Y-%m-%d %H:%M} {self.policy_version} runs={self.runs}"
+
+
+class StepRollupHourly(StepRollup):
+    """Steps per UTC hour (the step's ``created_at``)."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=list(StepRollup.KEY), name="steprollup_hourly_key")
+        ]
+        # "New error types": the first period of each error type, without a table scan.
+        indexes = [
+            models.Index(
+                fields=["error_type", "origin", "period_start"], name="steprollup_hourly_first"
+            )
+        ]
+
+
+class StepRollupDaily(StepRollup):
+    """Steps per UTC day; always the sum of the day's hourly rows."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=list(StepRollup.KEY), name="steprollup_daily_key")
+        ]
+
+
+class RunRollupHourly(RunRollup):
+    """Runs per UTC hour of their end (``finished_at``)."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=list(RunRollup.KEY), name="runrollup_hourly_key")
+        ]
+
+
+class RunRollupDaily(RunRollup):
+    """Runs per UTC day of their end; always the sum of the day's hourly rows."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=list(RunRollup.KEY), name="runrollup_daily_key")
+        ]
 
 
 class Job(models.Model):

@@ -18,6 +18,7 @@ from agents.runtime import StepRecord
 from traces.live import steps_publish
 from traces.models import Step
 from traces.redaction import redact_text, redact_value
+from traces.rollups import rollups_record_steps
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +134,8 @@ def _settle(
 def _insert_batch(steps: list[Step]) -> None:
     with transaction.atomic():
         Step.objects.bulk_create(steps)
+        # Same transaction: the rollups never count a step the store does not hold.
+        rollups_record_steps(steps=steps)
 
 
 _batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StepBatcher] = (

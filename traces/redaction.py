@@ -5,11 +5,13 @@ Two kinds of match, applied to text and, recursively, to JSON-like values:
 - **known secrets**, verbatim: the configured ``LLM_API_KEY`` and every value handed to
   ``secret_register`` (tool credentials read from the environment at call time);
 - **patterns**: API keys of the common providers (``sk-...``, ``ghp_...``, ``AKIA...``,
-  JWTs, ...), ``Authorization:`` header values, bearer tokens, the password of a URL's
-  userinfo (``https://u:p@h``), ``password=`` / ``api_key=`` / ``token=`` style pairs in
-  query strings, JSON, Python reprs and log text, and card numbers (13 to 19 digits,
-  optionally grouped by spaces or dashes, starting 2-6 like every payment card, and
-  Luhn-valid, so that order numbers, tracking numbers and timestamps stay readable).
+  JWTs, ...), ``Authorization:`` and ``Cookie:`` header values, bearer tokens and this
+  API's ``Token <key>``, PEM private keys (a block cut short is redacted to the end), the
+  password of a URL's userinfo (``https://u:p@h``), ``password=`` / ``api_key=`` /
+  ``token=`` style pairs in query strings, JSON, Python reprs and log text, and card
+  numbers (13 to 19 digits, optionally grouped by spaces or dashes, starting 2-6 like
+  every payment card, and Luhn-valid, so that order numbers, tracking numbers and
+  timestamps stay readable).
 
 In a dict, a value under a secret-looking key (``password``, ``apiKey``, ``X-Api-Key``,
 ``client_secret``, ``refresh_token``, ...) is replaced whatever it is.
@@ -66,6 +68,27 @@ _FAMILIES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (
         ("bearer",),
         re.compile(r"(?P<head>\bbearer\s+)(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)", re.IGNORECASE),
+    ),
+    (
+        ("token",),
+        # This API's own scheme (`Authorization: Token <40 hex>`), quoted without its header.
+        re.compile(r"(?P<head>\btoken\s+)(?P<value>[0-9a-f]{40})\b", re.IGNORECASE),
+    ),
+    (
+        ("cookie",),
+        # Cookie / Set-Cookie header values carry session ids: to the end of the line.
+        re.compile(
+            r"(?P<head>\b(?:set-)?cookie[\"']?\s*:\s*[\"']?)(?P<value>[^\"'\r\n}]+)",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        ("private key",),
+        re.compile(
+            r"(?P<value>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"
+            r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*))",
+            re.DOTALL,
+        ),
     ),
     (
         ("@",),

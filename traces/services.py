@@ -16,6 +16,12 @@ from django.utils import timezone
 from traces.live import status_publish_on_commit, step_publish_on_commit
 from traces.models import Feedback, Job, Step, Trace
 from traces.redaction import redact_text
+from traces.rollups import (
+    rollups_forget_trace,
+    rollups_record_handover,
+    rollups_record_run,
+    rollups_record_steps,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +42,12 @@ def trace_create(
     session_id: str = "",
     created_by_id: int | None = None,
     source: str = "api",
+    origin: str = Trace.Origin.CUSTOMER,
     locale: str = "",
     time_zone: str = "",
 ) -> Trace:
+    """A queued trace. ``origin`` marks runs the learning loop makes itself (replays,
+    experiments): they stay out of customer metrics and the default trace list."""
     # A customer may paste a card number or a password; the run never needs it verbatim.
     query = redact_text(query)
     trace = Trace(
@@ -51,6 +60,7 @@ def trace_create(
         session_id=session_id,
         created_by_id=created_by_id,
         source=source,
+        origin=origin,
         locale=locale,
         time_zone=time_zone,
     )
@@ -61,6 +71,7 @@ def trace_create(
 
 
 def trace_set_policy(*, trace_id: str, version: str) -> None:
+    rollups_forget_trace(trace_id=trace_id)
     Trace.objects.filter(pk=trace_id).update(policy_version=version)
 
 
@@ -121,6 +132,9 @@ def trace_finish(
                 "id",
                 filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL, ok=True),
             ),
+            action_steps=Count(
+                "id", filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL)
+            ),
         )
         trace.status = status
         trace.outcome = outcome or _outcome_for_status(status, totals["tool_successes"])
@@ -144,6 +158,9 @@ def trace_finish(
                 "finished_at",
             ]
         )
+        rollups_record_run(
+            trace=trace, failed_steps=totals["failed"], action_steps=totals["action_steps"]
+        )
         status_publish_on_commit(trace_id=trace_id, status=status)
     logger.info(
         "trace.finished",
@@ -164,7 +181,7 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
         if trace.is_terminal:
             return trace
         last = trace.steps.order_by("-step_number").values_list("step_number", flat=True).first()
-        step = Step.objects.create(
+        stopped = Step.objects.create(
             trace=trace,
             step_number=(last or 0) + 1,
             phase=Step.Phase.STOPPED,
@@ -173,7 +190,8 @@ def trace_abort(*, trace_id: str, error_type: str, detail: str) -> Trace:
             error_detail=redact_text(detail)[:2000],
             started_at=timezone.now(),
         )
-        step_publish_on_commit(step=step)
+        rollups_record_steps(steps=[stopped])
+        step_publish_on_commit(step=stopped)
     return trace_finish(
         trace_id=trace_id,
         status=Trace.Status.FAILED,
@@ -200,7 +218,9 @@ def traces_stuck(*, older_than: timedelta) -> list[str]:
 def trace_handover(*, trace_id: str, user_id: int | None) -> Trace:
     """Record that a person took the conversation over; the first handover counts.
 
-    The takeover KPI counts traces with ``handed_over_at`` set.
+    It counts toward the takeover KPI: the run rollups get one more handover in the run's
+    hour and day (unless the run itself ended handed over), and a rebuild counts every
+    trace with ``handed_over_at`` set.
     """
     with transaction.atomic():
         trace = Trace.objects.select_for_update().get(pk=trace_id)
@@ -209,6 +229,9 @@ def trace_handover(*, trace_id: str, user_id: int | None) -> Trace:
         trace.handed_over_at = timezone.now()
         trace.handed_over_by_id = user_id
         trace.save(update_fields=["handed_over_at", "handed_over_by"])
+        # A run that ended handed over was counted as a takeover when it ended.
+        if trace.finished_at is not None and trace.outcome != Trace.Outcome.HANDED_OVER:
+            rollups_record_handover(trace=trace)
         status_publish_on_commit(trace_id=trace_id, status=trace.status)
     logger.info("trace.handed_over", extra={"trace_id": str(trace_id), "user_id": user_id})
     return trace

@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from traces.dashboards import ORIGIN_ALL
 from traces.models import ErrorType, Feedback, Job, Trace
 from traces.selectors import (
     TEXT_FILTER_MAX_LENGTH,
@@ -23,20 +24,13 @@ from traces.selectors import (
     traces_visible_to,
     user_can_view_jobs,
 )
+from traces.trace_filters import TraceListFilters
 
 
 @login_required
 def trace_list(request: HttpRequest) -> HttpResponse:
-    qs = traces_visible_to(user=request.user)
-    status = request.GET.get("status", "")
-    error_type = request.GET.get("error_type", "")
-    outcome = request.GET.get("outcome", "")
-    if status in Trace.Status.values:
-        qs = qs.filter(status=status)
-    if outcome in Trace.Outcome.values:
-        qs = qs.filter(outcome=outcome)
-    if error_type in ErrorType.values:
-        qs = qs.filter(error_type=error_type)
+    filters = TraceListFilters.from_params(request.GET)
+    qs = filters.apply(traces_visible_to(user=request.user))
     qs = qs.annotate(failed_steps=Count("steps", filter=Q(steps__ok=False)))
     text = request.GET.get("q", "").strip()[:TEXT_FILTER_MAX_LENGTH]
     qs = traces_matching_text(qs, text=text)
@@ -47,12 +41,15 @@ def trace_list(request: HttpRequest) -> HttpResponse:
         {
             "q": text,
             "page": page,
-            "status": status,
-            "error_type": error_type,
-            "outcome": outcome,
+            "filters": filters,
+            "querystring": filters.querystring(),
+            "status": filters.status,
+            "error_type": filters.error_type,
+            "outcome": filters.outcome,
             "outcomes": Trace.Outcome.choices,
             "statuses": Trace.Status.values,
             "error_types": ErrorType.values,
+            "origins": [*Trace.Origin.values, ORIGIN_ALL],
         },
     )
 

@@ -3,7 +3,11 @@ from rest_framework import serializers
 
 from agents.answer_format import style_problem
 from agents.models import Agent
-from agents.query_validation import validate_query_length, validate_query_not_blank
+from agents.query_validation import (
+    CUSTOMER_ID_PATTERN,
+    validate_query_length,
+    validate_query_not_blank,
+)
 from traces.api.serializers import TraceSerializer
 from traces.models import Trace
 
@@ -18,7 +22,7 @@ class RunCreateSerializer(serializers.Serializer):
         required=False,
         help_text="Agent slug; defaults to the support agent.",
     )
-    customer_id = serializers.RegexField(r"^[A-Za-z0-9_-]{0,64}$", required=False, default="")
+    customer_id = serializers.RegexField(CUSTOMER_ID_PATTERN, required=False, default="")
     session_id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{0,64}$", required=False, default="")
     locale = serializers.CharField(
         max_length=35,

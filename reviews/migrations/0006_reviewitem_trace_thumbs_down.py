@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('reviews', '0005_auditlog_indexes'),
-        ('traces', '0008_trace_handover_feedback'),
+        ('traces', '0009_trace_handover_feedback'),
     ]
 
     operations = [

@@ -47,3 +47,23 @@ def test_ask_refuses_a_question_over_the_limit(support_agent: Any, settings: Any
     with pytest.raises(CommandError, match="11 characters long; the limit is 10"):
         call_command("ask", "x" * 11)
     assert not Trace.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # What Python makes of the bytes \xff\xfe from a terminal that is not UTF-8.
+        (["order \udcff\udcfe please"], "not valid UTF-8"),
+        (["order\x00 please"], "NUL"),
+        (["Where is my order #W1234567?", "--customer-id", "x" * 65], "--customer-id"),
+        (["Where is my order #W1234567?", "--customer-id", "bob smith"], "--customer-id"),
+    ],
+)
+def test_ask_refuses_input_the_database_cannot_store_with_a_message(
+    support_agent: Any, argv: list[str], message: str
+) -> None:
+    from traces.models import Trace
+
+    with pytest.raises(CommandError, match=message):
+        call_command("ask", *argv)
+    assert not Trace.objects.exists()

@@ -46,6 +46,9 @@ def allowlist(settings: Any) -> None:
         "http://127.0.0.1:8000/sandbox/api/orders/1",
         "https://bare.example.com/",
         "https://bare.example.com/anything/at/all",
+        "https://api.example.com/v1/orders;v=2",
+        "https://api.example.com/v1/search/%E2%82%AC%20and%20AC%5CDC",
+        "https://api.example.com/v1/...",
     ],
 )
 def test_urls_inside_an_entry_are_allowed(url: str) -> None:
@@ -80,6 +83,18 @@ def test_urls_inside_an_entry_are_allowed(url: str) -> None:
         ("https://api.example.com/v1/%252e%252e/admin", "'..'"),
         ("https://api.example.com/v1/..%2Fadmin", "'..'"),
         ("https://api.example.com/v1/orders/%2e/x", "'..'"),
+        # Tomcat drops a ';' path parameter, IIS splits on '\': both climb out of /v1.
+        ("https://api.example.com/v1/..;/admin", "'..'"),
+        ("https://api.example.com/v1/..%3B/admin", "'..'"),
+        ("https://api.example.com/v1/..;jsessionid=x/admin", "'..'"),
+        ("https://api.example.com/v1/.;/orders", "'..'"),
+        ("https://api.example.com/v1/..%5Cadmin", "'..'"),
+        ("https://api.example.com/v1/x%5C..%5C..%5Cadmin", "'..'"),
+        ("https://api.example.com/v1/..%255Cadmin", "'..'"),
+        # Overlong UTF-8 for '.': some decoders read '..', others U+FFFD.
+        ("https://api.example.com/v1/%C0%AE%C0%AE/admin", "not UTF-8"),
+        ("https://api.example.com/v1/%25C0%25AE%25C0%25AE/admin", "not UTF-8"),
+        ("https://api.example.com/v1/%FF", "not UTF-8"),
         ("https://api.example.com%2eevil.net/v1/orders", "host"),
         ("https://api.example.com/v1/a b", "space"),
     ],

@@ -214,6 +214,13 @@ def test_tool_clean_accepts_an_env_reference() -> None:
         ({"type": "query", "name": "a&b", "env": "SHOP_API_KEY"}, "query parameter name"),
         ({"type": "bearer", "name": "X-Api-Key", "env": "SHOP_API_KEY"}, 'use "header"'),
         ("SHOP_API_KEY", "Must be an object"),
+        # The installation's own secrets may not be sent to a tool's endpoint.
+        ({"type": "query", "name": "k", "env": "DJANGO_SECRET_KEY"}, "reserved"),
+        ({"type": "bearer", "env": "LLM_API_KEY"}, "reserved"),
+        ({"type": "header", "name": "X-Db", "env": "DATABASE_URL"}, "reserved"),
+        ({"type": "header", "name": "X-Broker", "env": "CELERY_BROKER_URL"}, "reserved"),
+        ({"type": "header", "name": "X-Redis", "env": "REDIS_URL"}, "reserved"),
+        ({"type": "header", "name": "X-Pg", "env": "PGPASSWORD"}, "reserved"),
     ],
 )
 def test_tool_clean_refuses_malformed_auth_and_stored_secrets(auth: Any, message: str) -> None:
@@ -242,3 +249,19 @@ def test_admin_shows_the_variable_name_only(
     assert "header X-Api-Key from $SHOP_API_KEY" in listing
     assert "SHOP_API_KEY" in change
     assert SECRET not in listing + change
+
+
+def test_a_stored_auth_naming_a_reserved_variable_fails_the_call_without_sending_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agents.services import _snapshot_auth
+
+    # A row saved around Tool.clean() (a queryset update, a shell) is refused at call time.
+    monkeypatch.setenv("DJANGO_SECRET_KEY", SECRET)
+    row = tool_row(auth={"type": "query", "name": "k", "env": "DJANGO_SECRET_KEY"})
+
+    result, seen = execute(snapshot(**{"auth": None, **_snapshot_auth(row)}), {"sku": "A1"})
+
+    assert result.code == ExecutorCode.CREDENTIAL_MISSING
+    assert "reserved" in result.detail
+    assert seen == []

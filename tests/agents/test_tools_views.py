@@ -14,6 +14,7 @@ from django.utils import timezone
 from agents.models import Agent, Tool, ToolAlert
 from reviews.models import AuditLog
 from traces.models import Step
+from traces.rollups import rollups_rebuild
 from traces.services import trace_create
 
 pytestmark = pytest.mark.django_db
@@ -283,11 +284,13 @@ def test_list_shows_every_tool_with_its_error_rate(
             trace=trace,
             step_number=number,
             phase="action",
+            action_type="tool",
             tool_name="get_order",
             ok=not error_type,
             error_type=error_type,
             started_at=now,
         )
+    rollups_rebuild(since=now)
 
     response = admin_client.get("/tools/")
 
@@ -320,11 +323,13 @@ def _grow(count: int, agent: Agent, *, start: int) -> None:
             trace=trace,
             step_number=index,
             phase="action",
+            action_type="tool",
             tool_name=tool.name,
             ok=False,
             error_type="TIMEOUT",
             started_at=timezone.now(),
         )
+    rollups_rebuild(since=timezone.now())
 
 
 def test_list_query_count_does_not_grow_with_tools(
@@ -368,9 +373,15 @@ def test_the_error_window_is_a_url_filter(
 ) -> None:
     trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
     step = Step.objects.create(
-        trace=trace, step_number=1, phase="action", tool_name="get_order", started_at=timezone.now()
+        trace=trace,
+        step_number=1,
+        phase="action",
+        action_type="tool",
+        tool_name="get_order",
+        started_at=timezone.now(),
     )
     Step.objects.filter(pk=step.pk).update(created_at=timezone.now() - timedelta(hours=2))
+    rollups_rebuild(since=timezone.now() - timedelta(hours=3))
 
     page = admin_client.get(f"/tools/?window={window}").content.decode()
 

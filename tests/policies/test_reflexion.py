@@ -362,3 +362,80 @@ def test_malformed_adapter_transform_does_not_compile() -> None:
     from policies.branches import branch_errors
 
     assert branch_errors("adapter", {"tool": "get_order", "field": "x", "transform": ["strip"]})
+
+
+SECRET_KEY_TEXT = "sk-proj-Zq8V3xN1pL5mR7tY9wB2cD4f"
+CARD = "4111 1111 1111 1111"
+
+
+class _EchoingLLM:
+    """A reflexion model whose answer carries secrets (echoed from a prompt or invented)."""
+
+    backend = "fake"
+    model = "fake-1"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def complete(self, **_: Any) -> Any:
+        from agents.llm.base import LLMResponse
+
+        return LLMResponse(text=self.text, backend=self.backend, model=self.model)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # Parsed: the secrets sit in the branch and the free-text fields.
+        json.dumps(
+            {
+                "root_cause": f"sku lookup failed, key {SECRET_KEY_TEXT}",
+                "strategy_update": f"Retry with Authorization: Bearer {SECRET_KEY_TEXT}",
+                "kind": "prompt_hint",
+                "branch": {
+                    "text": f"Ask for card {CARD}",
+                    "error_type": "RESOURCE_NOT_FOUND",
+                    "api_key": "hunter2-hunter2",
+                },
+                "cited_trace_ids": [],
+                "cited_fields": ["error_type"],
+            }
+        ),
+        # Refused by the schema: pydantic quotes the offending input in its message.
+        json.dumps(
+            {
+                "root_cause": f"password=hunter2-hunter2 {SECRET_KEY_TEXT} " + "x" * 300,
+                "strategy_update": "y",
+                "kind": "prompt_hint",
+                "branch": {},
+            }
+        ),
+    ],
+    ids=["parsed", "refused-by-schema"],
+)
+def test_llm_reflexion_output_is_redacted_before_it_is_stored(
+    failed_trace: Any, monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    # given a failure no analyzer explains, so the model is asked
+    trace = failed_trace(
+        tool="check_inventory",
+        action_input={"sku": "ZZZ-0000-XX"},
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+    )
+    monkeypatch.setattr("policies.reflexion.llm_client_build", lambda: _EchoingLLM(answer))
+
+    proposals = reflexion_run(trace_id=str(trace.pk), auto_approve=False)
+
+    # then no stored row of the learning loop carries the secrets
+    assert len(proposals) == 1
+    stored = [
+        json.dumps(list(ReflexionProposal.objects.values()), default=str),
+        json.dumps(list(Strategy.objects.values()), default=str),
+        json.dumps(list(PolicyVersion.objects.values()), default=str),
+        json.dumps(list(ReviewItem.objects.values()), default=str),
+    ]
+    for text in stored:
+        for secret in (SECRET_KEY_TEXT, "hunter2-hunter2", CARD):
+            assert secret not in text
+    assert "[REDACTED]" in stored[0]

@@ -100,3 +100,52 @@ def test_support_cannot_decide_a_review(
     assert Strategy.objects.get().status == Strategy.Status.IN_REVIEW
     assert not PolicyVersion.objects.exists()
     assert not AuditLog.objects.exists()
+
+
+@pytest.mark.parametrize("item_id", ["999999", "99999999999999999999999"])
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_deciding_a_review_that_does_not_exist_is_a_404(
+    client: Any, ops_user: Any, item_id: str, decision: str
+) -> None:
+    client.force_login(ops_user)
+
+    response = client.post(f"/reviews/{item_id}/decide/", {"decision": decision, "note": "gone"})
+
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"decision": "reject", "note": "a\x00b"}, "Null characters are not allowed"),
+        ({"decision": "approve", "note": "x" * 501}, "at most 500 characters"),
+        ({"decision": "maybe", "note": "x"}, "Select a valid choice"),
+    ],
+)
+def test_a_bad_decision_form_is_refused_with_a_message_and_decides_nothing(
+    client: Any, proposed: ReviewItem, ops_user: Any, fields: dict[str, str], message: str
+) -> None:
+    client.force_login(ops_user)
+
+    response = client.post(f"/reviews/{proposed.pk}/decide/", fields, follow=True)
+
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    proposed.refresh_from_db()
+    assert proposed.status == "open"
+
+
+@pytest.mark.parametrize("decide", [review_item_approve, review_item_reject])
+def test_a_secret_pasted_into_a_review_note_is_redacted_in_the_item_and_the_audit_log(
+    proposed: ReviewItem, ops_user: Any, decide: Any
+) -> None:
+    secret = "sk-proj-Zq8V3xN1pL5mR7tY9wB2cD4f"
+
+    decide(item_id=proposed.pk, user=ops_user, note=f"the proxy echoed {secret}")
+
+    proposed.refresh_from_db()
+    assert secret not in proposed.decision_note
+    assert "[REDACTED]" in proposed.decision_note
+    audit = AuditLog.objects.get(action__startswith="review.")
+    assert secret not in str(audit.details)
+    assert audit.details["note"] == "the proxy echoed [REDACTED]"

@@ -276,3 +276,21 @@ def test_integral_numbers_and_a_null_seed_are_accepted(injector_client):
 
     assert response.status_code == 200
     assert (response.json()["slow_ms"], response.json()["seed"]) == (2000, None)
+
+
+@pytest.mark.parametrize("scheme", ["Token", "Bearer"])
+def test_other_credentials_are_refused_with_what_the_fault_api_takes(
+    client, fault_injector, scheme
+):
+    # An ops user holding the permission, trying the /api/ token: say what works instead.
+    response = client.put(
+        f"{API}/_faults/orders",
+        data=json.dumps({"rate_500": 1.0}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"{scheme} 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b",
+    )
+
+    assert response.status_code == 403
+    assert "HTTP Basic or a signed-in session" in response.json()["detail"]
+    assert scheme in response.json()["detail"]
+    assert not FaultRule.objects.exists()

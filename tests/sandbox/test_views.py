@@ -737,3 +737,18 @@ def test_create_return_refuses_bodies_it_cannot_store(client, fields):
     assert response.status_code == 400
     assert response.json()["error"] in ("invalid_json", "invalid_parameter")
     assert not ReturnRequest.objects.exists()
+
+
+@pytest.mark.parametrize(("length", "status"), [(500, 201), (501, 400), (100_000, 400)])
+def test_create_return_reason_longer_than_the_column_is_a_400(client, length, status):
+    # PostgreSQL refuses a value longer than the column: that was a 500 before.
+    item = OrderItemFactory()
+
+    response = _post_return(client, {"order_id": item.order.order_id, "reason": "r" * length})
+
+    assert response.status_code == status
+    if status == 400:
+        assert response.json()["error"] == "invalid_parameter"
+        assert response.json()["field"] == "reason"
+        assert "500" in response.json()["detail"]
+        assert not ReturnRequest.objects.exists()

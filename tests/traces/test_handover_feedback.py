@@ -104,3 +104,33 @@ def test_the_trace_page_shows_the_handover_and_each_persons_vote(
     assert f"by {support_user.username}" in page
     assert f"helpful ({support_user.username})" in page
     assert f"not helpful ({support_user2.username})" in page
+
+
+def _handovers() -> int:
+    from django.db.models import Sum
+
+    from traces.models import RunRollupDaily, RunRollupHourly
+
+    hourly = RunRollupHourly.objects.aggregate(n=Sum("handovers"))["n"] or 0
+    daily = RunRollupDaily.objects.aggregate(n=Sum("handovers"))["n"] or 0
+    assert hourly == daily
+    return hourly
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"), [("answered_from_data", 1), ("handed_over", 1), ("", 1)]
+)
+def test_a_handover_counts_once_toward_the_takeover_kpi_even_after_a_rebuild(
+    run: Trace, support_user: Any, outcome: str, expected: int
+) -> None:
+    from traces.rollups import rollups_rebuild
+    from traces.services import trace_finish
+
+    status = "fallback" if outcome == "handed_over" else "finished"
+    trace_finish(trace_id=str(run.pk), status=status, final_answer="x", outcome=outcome)
+    trace_handover(trace_id=str(run.pk), user_id=support_user.pk)
+    trace_handover(trace_id=str(run.pk), user_id=support_user.pk)
+    assert _handovers() == expected
+    run.refresh_from_db()
+    rollups_rebuild(since=run.finished_at)
+    assert _handovers() == expected

@@ -60,6 +60,17 @@ from traces.redaction import (
         ("mastercard 5555555555554444", "5555555555554444"),
         ("unionpay 6200000000000005", "6200000000000005"),
         ('{"card": 4012888888881881}', "4012888888881881"),
+        (
+            "curl -H 'X: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b'",
+            "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b",
+        ),
+        ("Cookie: sessionid=abcdef1234567890; csrftoken=xyz", "abcdef1234567890"),
+        ('{"Set-Cookie": "sessionid=s3ss10n; HttpOnly"}', "s3ss10n"),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAx\n-----END RSA PRIVATE KEY-----",
+            "MIIEpAIBAAKCAQEAx",
+        ),
+        ("key: -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq (cut", "MIIEvQIBADANBgkq"),
     ],
 )
 def test_secret_looking_values_are_redacted(text: str, secret: str) -> None:
@@ -83,6 +94,8 @@ def test_secret_looking_values_are_redacted(text: str, secret: str) -> None:
         "validator=required path=(root): 'password' is a required property",
         "sk-short",
         "{'passed': True, 'passenger': 'bob'}",
+        "the token 12 was spent; cookies are baked",
+        "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQ\n-----END PUBLIC KEY-----",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:

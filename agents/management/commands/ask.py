@@ -11,7 +11,11 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
-from agents.query_validation import validate_query_length
+from agents.query_validation import (
+    validate_customer_id,
+    validate_query_length,
+    validate_query_text,
+)
 from agents.services import DEFAULT_AGENT_SLUG, run_enqueue, run_execute
 from traces.models import Step, Trace
 from traces.services import trace_create
@@ -63,9 +67,14 @@ class Command(BaseCommand):
         if not query:
             raise CommandError("The question is empty.")
         try:
+            validate_query_text(query)
             validate_query_length(query)
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from exc
+        try:
+            validate_customer_id(options["customer_id"])
+        except ValidationError as exc:
+            raise CommandError(f"--customer-id: {' '.join(exc.messages)}") from exc
         try:
             agent = Agent.objects.get(slug=options["agent"], is_active=True)
         except Agent.DoesNotExist as exc:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('traces', '0007_trace_answer_style'),
+        ('traces', '0008_rollups_and_origin'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,150 @@
+// Dashboard charts. Each <canvas data-chart="kind" data-src="json url"> draws itself from
+// its JSON endpoint; data-drill (a trace-list URL) makes bars and slices open the matching
+// traces. A sibling [data-empty] is shown instead when there is nothing to draw.
+(function () {
+  "use strict";
+
+  var PALETTE = [
+    "#b3261e", "#2457c5", "#8a5a00", "#137333", "#7b1fa2", "#00838f", "#c2185b",
+    "#5d4037", "#455a64", "#f57c00", "#1a237e", "#558b2f", "#6a1b9a", "#00695c",
+    "#ad1457", "#283593", "#9e9d24", "#4e342e", "#37474f", "#d84315",
+  ];
+
+  function color(index) {
+    return PALETTE[index % PALETTE.length];
+  }
+
+  function bucketLabel(iso, bucket) {
+    // The server sends UTC ISO strings; the axis shows them in UTC like the rest of the page.
+    return bucket === "hour" ? iso.slice(5, 10) + " " + iso.slice(11, 13) + ":00" : iso.slice(0, 10);
+  }
+
+  function drillTo(canvas, params) {
+    var url = new URL(canvas.dataset.drill, window.location.origin);
+    Object.keys(params).forEach(function (name) {
+      url.searchParams.set(name, params[name]);
+    });
+    window.location.assign(url.pathname + url.search);
+  }
+
+  function showEmpty(canvas) {
+    canvas.hidden = true;
+    var empty = canvas.parentElement.querySelector("[data-empty]");
+    if (empty) empty.hidden = false;
+  }
+
+  function clickedElement(chart, event) {
+    var hits = chart.getElementsAtEventForMode(event, "nearest", { intersect: true }, true);
+    return hits.length ? hits[0] : null;
+  }
+
+  var builders = {
+    runs: function (canvas, data) {
+      var total = data.series.runs.reduce(function (a, b) { return a + b; }, 0);
+      if (!total) return null;
+      var names = { runs: "runs", successes: "successes", handovers: "handed over" };
+      return {
+        type: "line",
+        data: {
+          labels: data.buckets.map(function (b) { return bucketLabel(b, data.bucket); }),
+          datasets: Object.keys(names).map(function (key, i) {
+            return { label: names[key], data: data.series[key], borderColor: color(i + 1),
+                     backgroundColor: color(i + 1), tension: 0.2, pointRadius: 0 };
+          }),
+        },
+        options: { interaction: { mode: "index", intersect: false } },
+      };
+    },
+
+    failures: function (canvas, data) {
+      if (!data.total) return null;
+      return {
+        type: "bar",
+        data: {
+          labels: data.buckets.map(function (b) { return bucketLabel(b, data.bucket); }),
+          datasets: data.series.map(function (s, i) {
+            return { label: s.error_type, data: s.counts, backgroundColor: color(i) };
+          }),
+        },
+        options: {
+          scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true } },
+          onClick: function (event, elements, chart) {
+            var hit = clickedElement(chart, event);
+            if (!hit) return;
+            drillTo(canvas, {
+              step_error: data.series[hit.datasetIndex].error_type,
+              since: data.buckets[hit.index],
+              until: data.bucket_ends[hit.index],
+            });
+          },
+        },
+      };
+    },
+
+    breakdown: function (canvas, data, type) {
+      if (!data.items.length) return null;
+      return {
+        type: type,
+        data: {
+          labels: data.items.map(function (item) { return item.value; }),
+          datasets: [{
+            label: "failed steps",
+            data: data.items.map(function (item) { return item.count; }),
+            backgroundColor: data.items.map(function (item, i) { return color(i); }),
+          }],
+        },
+        options: {
+          indexAxis: type === "bar" ? "y" : "x",
+          // Endpoints show their path (the tooltip keeps the host); long ones keep their end.
+          scales: type === "bar" ? { y: { ticks: { callback: function (value) {
+            var label = this.getLabelForValue(value);
+            if (canvas.dataset.param === "endpoint" && label.indexOf("/") > 0) {
+              label = label.slice(label.indexOf("/"));
+            }
+            return label.length > 26 ? "…" + label.slice(-25) : label;
+          } } } } : {},
+          plugins: { legend: { display: type !== "bar" } },
+          onClick: function (event, elements, chart) {
+            var hit = clickedElement(chart, event);
+            if (!hit) return;
+            var params = {};
+            params[canvas.dataset.param] = data.items[hit.index].value;
+            drillTo(canvas, params);
+          },
+        },
+      };
+    },
+  };
+
+  function draw(canvas) {
+    fetch(canvas.dataset.src, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (!response.ok) throw new Error(response.status + " " + response.statusText);
+        return response.json();
+      })
+      .then(function (data) {
+        var kind = canvas.dataset.chart;
+        var config = kind === "bar" || kind === "doughnut"
+          ? builders.breakdown(canvas, data, kind)
+          : builders[kind](canvas, data);
+        if (!config) {
+          showEmpty(canvas);
+        } else {
+          config.options = Object.assign({ responsive: true, maintainAspectRatio: false, animation: false },
+                                         config.options);
+          new window.Chart(canvas, config);
+        }
+        canvas.dataset.ready = "1";
+      })
+      .catch(function (error) {
+        var empty = canvas.parentElement.querySelector("[data-empty]");
+        if (empty) empty.textContent = "This chart could not load (" + error.message + "). Reload the page.";
+        showEmpty(canvas);
+        canvas.dataset.ready = "error";
+      });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("canvas[data-chart]").forEach(draw);
+  });
+})();
