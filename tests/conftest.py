@@ -24,6 +24,17 @@ def redis_must_be_up() -> None:
         pytest.exit(f"Redis at {settings.REDIS_URL} is not reachable: {exc}", returncode=3)
 
 
+@pytest.fixture(autouse=True)
+def sandbox_fault_cache_fresh() -> Iterator[None]:
+    """The sandbox caches fault rules per process; a rule from one test must not fire in
+    the next (transactional tests flush the rows, not the cache)."""
+    from sandbox.faults import fault_cache_clear
+
+    fault_cache_clear()
+    yield
+    fault_cache_clear()
+
+
 @pytest.fixture
 def error_rules(db: None) -> None:
     """The default classifier rows (transactional tests flush the migration's rows)."""

@@ -33,6 +33,8 @@ def _nav_links(html: str) -> list[tuple[str, str]]:
             "ops_user",
             [
                 ("/", "Assistant"),
+                ("/dashboards/", "Overview"),
+                ("/dashboards/failures/", "Failures"),
                 ("/traces/", "Traces"),
                 ("/reviews/", "Reviews"),
                 ("/policies/", "Policies"),
@@ -44,6 +46,8 @@ def _nav_links(html: str) -> list[tuple[str, str]]:
             "admin_role_user",
             [
                 ("/", "Assistant"),
+                ("/dashboards/", "Overview"),
+                ("/dashboards/failures/", "Failures"),
                 ("/traces/", "Traces"),
                 ("/reviews/", "Reviews"),
                 ("/tools/", "Tools"),

@@ -6,6 +6,7 @@ from rest_framework.views import APIView
 
 from agents.api.serializers import RunAcceptedSerializer, RunCreateSerializer
 from agents.services import START_RUN, agent_ensure_default, run_start
+from config.api_parsers import BoundedJSONParser
 from traces.api.schema import AUTH_ERRORS, BAD_REQUEST, UNSUPPORTED_MEDIA_TYPE
 
 
@@ -20,6 +21,8 @@ class RunCreateView(APIView):
     """Start an agent run: stored as queued, executed by a worker after commit."""
 
     permission_classes = [permissions.IsAuthenticated, CanStartRuns]
+    # JSON only: form encodings would turn any typed value into text ("query" an object).
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=RunCreateSerializer,

@@ -25,7 +25,9 @@ def test_post_run_stores_queued_trace_and_enqueues_after_commit(
 ) -> None:
     with django_capture_on_commit_callbacks() as callbacks:
         response = api.post(
-            "/api/runs/", {"query": "Where is my order #W1000001?", "customer_id": "U00000001"}
+            "/api/runs/",
+            {"query": "Where is my order #W1000001?", "customer_id": "U00000001"},
+            format="json",
         )
     assert response.status_code == 202, response.content
     trace = Trace.objects.get(pk=response.json()["id"])
@@ -300,3 +302,10 @@ def test_openapi_schema_documents_the_query_limit_and_token_auth(api: APIClient)
         "name": "Authorization",
         "description": 'Token-based authentication with required prefix "Token"',
     }
+
+
+def test_a_form_encoded_run_is_refused_with_415(api: APIClient, support_agent: Any) -> None:
+    # form encodings would turn a typed value (an object for "query") into text
+    response = api.post("/api/runs/", {"query": '{"": false}'})
+    assert response.status_code == 415
+    assert not Trace.objects.exists()

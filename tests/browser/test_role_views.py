@@ -23,6 +23,8 @@ ROLES = {
         "admin-demo",
         {
             "Assistant",
+            "Overview",
+            "Failures",
             "Traces",
             "Reviews",
             "Tools",
