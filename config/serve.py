@@ -85,6 +85,16 @@ def production_prepare() -> None:
         logger.warning("serve.unapplied_migrations hint=%s", "run `make migrate` and restart")
 
 
+def embedded_prepare() -> None:
+    """The embedded shape is one process on its own SQLite file: bring the database up to
+    date and, on a first start with no users, seed the demo, so `bin/serve` alone gives a
+    working app with the printed logins (`make run` does the same steps first)."""
+    if _manage("migrate", "--noinput", "-v0").returncode != 0:
+        raise SystemExit("bin/serve: migrate failed; see above.")
+    if _manage("demo_seed", "--if-empty").returncode != 0:
+        raise SystemExit("bin/serve: demo_seed failed; see above.")
+
+
 def banner(*, celery: bool, environ_: dict[str, str], from_file: dict[str, str]) -> str:
     host = environ_.get("HOST") or DEFAULT_HOST
     port = environ_.get("PORT") or DEFAULT_PORT
@@ -148,6 +158,8 @@ def main(argv: list[str]) -> int:
     os.makedirs(BASE_DIR / "var", exist_ok=True)
     if module == PRODUCTION_SETTINGS:
         production_prepare()
+    elif not celery:
+        embedded_prepare()
     print(banner(celery=celery, environ_=dict(environ_), from_file=from_file), flush=True)
     supervisor = Supervisor(children_for(celery=celery, environ_=dict(environ_)))
     return supervisor.run()

@@ -132,20 +132,22 @@ class ServedApp:
             assert "/accounts/login/" not in response.url, f"{username} could not log in"
         return opener
 
-    def start(self) -> None:
+    def start(self, *, prepare: bool = True) -> None:
+        """Serve; with ``prepare``, first do what `make run` does (secret key, migrations,
+        the demo seed), otherwise start ``bin/serve`` alone on an empty installation."""
         self.port = free_port()
         self.env["PORT"] = str(self.port)
         self.env["HOST"] = "127.0.0.1"
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"serve-{self.shape}.log"
-        # What `make run` does before it serves: a secret key, migrations, the demo seed.
-        subprocess.run(
-            ["bin/serve", "ensure-secret-key"], cwd=ROOT, env=self.env, check=True, timeout=60
-        )
-        seed = self.manage("migrate", "--noinput") and self.manage("demo_seed")
-        match = re.search(r"#W\d{7}", seed)
-        assert match, f"demo_seed printed no order to try:\n{seed}"
-        self.demo_order = match.group(0)
+        if prepare:
+            subprocess.run(
+                ["bin/serve", "ensure-secret-key"], cwd=ROOT, env=self.env, check=True, timeout=60
+            )
+            seed = self.manage("migrate", "--noinput") and self.manage("demo_seed")
+            match = re.search(r"#W\d{7}", seed)
+            assert match, f"demo_seed printed no order to try:\n{seed}"
+            self.demo_order = match.group(0)
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 ["bin/serve"],
@@ -155,7 +157,7 @@ class ServedApp:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: teardown ends every child
             )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(f"bin/serve exited early:\n{self.log_tail()}")

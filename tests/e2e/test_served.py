@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import urllib.error
+from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.served import ServedApp
+from tests.served import ServedApp, app_teardown, embedded_app
 
 pytestmark = pytest.mark.served
 
@@ -88,3 +89,20 @@ def test_production_forced_error_shows_the_apps_own_500(production_server: Serve
     for leak in LEAKS:
         assert leak not in page
         assert leak not in api_body.decode()
+
+
+def test_bin_serve_alone_on_a_fresh_installation_lets_the_demo_users_log_in(
+    tmp_path: Path,
+) -> None:
+    # given a fresh checkout's state: no env file, no database, nothing migrated or seeded
+    app = embedded_app(tmp_path)
+    try:
+        # when a user starts bin/serve and nothing else
+        app.start(prepare=False)
+        # then the printed demo logins work and the assistant opens
+        browser = app.login("support", "support-demo")
+        with browser.open(app.url + "/", timeout=30) as response:
+            assert response.status == 200
+            assert "Support assistant" in response.read().decode()
+    finally:
+        app_teardown(app)

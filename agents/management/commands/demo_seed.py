@@ -29,9 +29,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--reset-shop", action="store_true", help="Regenerate shop data.")
+        parser.add_argument(
+            "--if-empty",
+            action="store_true",
+            help="Do nothing when the installation already has users (bin/serve's first start).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from django.contrib.auth import get_user_model
+
         from sandbox.models import Order
+
+        if options["if_empty"] and get_user_model().objects.exists():
+            return
 
         if options["reset_shop"] or not Order.objects.exists():
             call_command("sandbox_seed", seed=options["seed"], stdout=self.stdout)
