@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 VENV_PY = ROOT / ".venv" / "bin" / "python"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-# Redis database of the production-shape server under test (the suite itself uses 15).
-E2E_REDIS_DB = 13
+# Redis database of the production-shape server under test (the suite itself uses 15);
+# AGENT_OPS_E2E_REDIS_DB moves it, so two checkouts can run their suites side by side.
+E2E_REDIS_DB = int(os.environ.get("AGENT_OPS_E2E_REDIS_DB", "13"))
 # Variables of the test process that must not leak into the served app: it picks its own
 # settings module by shape, like a user's shell does.
 SCRUBBED = (
