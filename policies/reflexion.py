@@ -17,6 +17,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
+from django.utils import timezone
 from pydantic import BaseModel, Field
 
 from agents.llm.base import ChatMessage, LLMError
@@ -41,6 +42,8 @@ CONSTRAINTS = [
 ]
 # Failures the runtime itself ends on; nothing a branch could fix inside a tool call.
 NOT_LEARNABLE = frozenset({"LLM_ERROR", "RUN_TIME_LIMIT", "UNKNOWN", "TOOL_SUSPENDED"})
+# Review items nobody has decided yet.
+REVIEW_UNDECIDED = (ReviewItem.Status.OPEN, ReviewItem.Status.NEEDS_EVIDENCE)
 # How many failed attempts on one error signature before the loop stops and asks a human.
 NEGATIVE_FEEDBACK_LIMIT = 2
 
@@ -480,6 +483,66 @@ def _record(
     )
 
 
+def strategy_auto_mergeable(strategy: Strategy) -> bool:
+    """Auto-merge (seeds/000 §6.1): on, the replay passed, and the confidence is at least
+    ``REVIEW_AUTO_MERGE_MIN_CONFIDENCE``; everything else waits for a reviewer."""
+    return (
+        settings.REVIEW_AUTO_MERGE
+        and strategy.replay_status == Strategy.Replay.PASSED
+        and strategy.confidence >= settings.REVIEW_AUTO_MERGE_MIN_CONFIDENCE
+    )
+
+
+def strategy_auto_merge(*, strategy: Strategy) -> Any:
+    """Publish ``strategy`` without a reviewer, the way an approval does (so it still goes
+    through whatever strategy_activate publishes to: a canary, once rollouts exist). A
+    review item still open for it is closed as decided by the automation."""
+    published = strategy_activate(strategy=strategy, author_kind="auto_merge")
+    with transaction.atomic():
+        closed = list(
+            ReviewItem.objects.select_for_update()
+            .filter(strategy=strategy, status__in=REVIEW_UNDECIDED)
+            .values_list("pk", flat=True)
+        )
+        ReviewItem.objects.filter(pk__in=closed).update(
+            status=ReviewItem.Status.APPROVED,
+            decided_by=None,
+            decided_at=timezone.now(),
+            decision_note="auto-merged: replay passed, confidence above the minimum",
+        )
+        audit(
+            action="review.auto_merge",
+            target=strategy.label,
+            actor="auto_merge",
+            details={
+                "confidence": strategy.confidence,
+                "min_confidence": settings.REVIEW_AUTO_MERGE_MIN_CONFIDENCE,
+                "published": str(published) if published is not None else None,
+                "closed_reviews": closed,
+            },
+        )
+    return published
+
+
+def review_items_reopen_on_evidence(*, strategy: Strategy, trace_id: str) -> list[int]:
+    """New evidence for ``strategy`` arrived: items a reviewer sent back for more evidence
+    go back to the queue (the item page lists the new trace among the evidence)."""
+    reopened = list(
+        ReviewItem.objects.select_for_update()
+        .filter(strategy=strategy, status=ReviewItem.Status.NEEDS_EVIDENCE)
+        .values_list("pk", flat=True)
+    )
+    if reopened:
+        ReviewItem.objects.filter(pk__in=reopened).update(status=ReviewItem.Status.OPEN)
+        for pk in reopened:
+            audit(
+                action="review.reopen",
+                target=f"review {pk}",
+                details={"why": "new evidence", "trace": str(trace_id)},
+            )
+    return reopened
+
+
 def reflexion_for_failure(
     facts: FailureFacts, *, auto_approve: bool | None = None
 ) -> ReflexionProposal:
@@ -512,6 +575,7 @@ def reflexion_for_failure(
             same.agree_count += 1
             same.save(update_fields=["agree_count", "updated_at"])
             same.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
+            review_items_reopen_on_evidence(strategy=same, trace_id=facts.trace_id)
         return _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
 
     slot = branch_slot(proposal.kind, proposal.branch)
@@ -547,6 +611,7 @@ def reflexion_for_failure(
             rival.replay_detail = detail
             rival.save()
             rival.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
+            review_items_reopen_on_evidence(strategy=rival, trace_id=facts.trace_id)
             strategy, outcome = rival, ReflexionProposal.Outcome.EDITED
         else:
             strategy = Strategy.objects.create(
@@ -574,9 +639,9 @@ def reflexion_for_failure(
                 else ReflexionProposal.Outcome.ADDED
             )
         record = _record(facts, proposal, outcome, "", gates, strategy)
-    approve = settings.REFLEXION_AUTO_APPROVE if auto_approve is None else auto_approve
+    approve = strategy_auto_mergeable(strategy) if auto_approve is None else auto_approve
     if approve:
-        strategy_activate(strategy=strategy, author_kind="auto_merge")
+        strategy_auto_merge(strategy=strategy)
     elif strategy.status == Strategy.Status.PROPOSED:
         strategy.status = Strategy.Status.IN_REVIEW
         strategy.save(update_fields=["status", "updated_at"])

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from policies.branches import branch_slot
-from policies.models import Strategy, StrategyConfidenceEvent
+from policies.models import PolicyVersion, Strategy, StrategyConfidenceEvent
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
 from reviews.models import AuditLog, ReviewItem
 from traces.models import Trace
@@ -138,6 +138,22 @@ def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
     return result
 
 
+def policy_members_with(
+    *, current: PolicyVersion | None, strategy: Strategy
+) -> tuple[list[Strategy], list[Strategy]]:
+    """The strategies of a version made from ``current`` plus ``strategy``, and the rivals
+    it replaces (one rule per slot: the new strategy takes the place of a rival there)."""
+    members = (
+        list(current.strategies.exclude(status__in=["deprecated", "rejected"])) if current else []
+    )
+    slot = branch_slot(strategy.kind, strategy.branch)
+    replaced = [m for m in members if m.pk != strategy.pk and branch_slot(m.kind, m.branch) == slot]
+    members = [m for m in members if m not in replaced]
+    if strategy not in members:
+        members.append(strategy)
+    return members, replaced
+
+
 def strategy_activate(*, strategy: Strategy, actor: Any = None, author_kind: str) -> Any:
     """Approve ``strategy`` and publish a new version: the active strategies plus this one."""
     from policies.documents import policy_version_create
@@ -146,18 +162,7 @@ def strategy_activate(*, strategy: Strategy, actor: Any = None, author_kind: str
         strategy = Strategy.objects.select_for_update().get(pk=strategy.pk)
         strategy.status = Strategy.Status.ACTIVE
         strategy.save(update_fields=["status", "updated_at"])
-        active = policy_version_active()
-        members = (
-            list(active.strategies.exclude(status__in=["deprecated", "rejected"])) if active else []
-        )
-        # One rule per slot: the new strategy replaces a rival that sits in the same place.
-        slot = branch_slot(strategy.kind, strategy.branch)
-        replaced = [
-            m for m in members if m.pk != strategy.pk and branch_slot(m.kind, m.branch) == slot
-        ]
-        members = [m for m in members if m not in replaced]
-        if strategy not in members:
-            members.append(strategy)
+        members, replaced = policy_members_with(current=policy_version_active(), strategy=strategy)
         for rival in replaced:
             rival.status = Strategy.Status.DEPRECATED
             rival.save(update_fields=["status", "updated_at"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 
 class ReviewItem(models.Model):
@@ -17,6 +18,8 @@ class ReviewItem(models.Model):
 
     class Status(models.TextChoices):
         OPEN = "open"
+        # A reviewer asked for more evidence; new evidence (or a person) reopens it.
+        NEEDS_EVIDENCE = "needs_evidence", "Needs evidence"
         APPROVED = "approved"
         REJECTED = "rejected"
 
@@ -39,7 +42,14 @@ class ReviewItem(models.Model):
     reason = models.CharField(max_length=24, choices=Reason.choices)
     detail = models.TextField(blank=True)
     status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.OPEN, db_index=True
+        max_length=16, choices=Status.choices, default=Status.OPEN, db_index=True
+    )
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="review_assignments",
     )
     locked_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -58,6 +68,11 @@ class ReviewItem(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_note = models.TextField(blank=True)
+    # What the reviewer asked for when they sent it back for more evidence, and when.
+    evidence_request = models.TextField(blank=True)
+    evidence_requested_at = models.DateTimeField(null=True, blank=True)
+    # What approving published: "published as version v7", or why nothing was yet.
+    published = models.CharField(max_length=120, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -66,6 +81,13 @@ class ReviewItem(models.Model):
 
     def __str__(self) -> str:
         return f"review {self.reason} [{self.status}]"
+
+    def get_absolute_url(self) -> str:
+        return reverse("reviews:item", args=[self.pk])
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == self.Status.OPEN
 
 
 class AuditLog(models.Model):

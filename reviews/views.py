@@ -176,3 +176,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             "actions": AUDIT_ACTIONS,
         },
     )
+
+
+def review_item_page(request: HttpRequest, item_id: int) -> HttpResponse:  # placeholder
+    raise Http404

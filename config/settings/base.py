@@ -296,9 +296,14 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Reflexion ---------------------------------------------------------------------
 REFLEXION_ENABLED = env.bool("REFLEXION_ENABLED", default=True)
-# Approve strategies that pass their replay without a person (the default asks a reviewer).
-REFLEXION_AUTO_APPROVE = env.bool("REFLEXION_AUTO_APPROVE", default=False)
 REFLEXION_DEBOUNCE_SECONDS = env.int("REFLEXION_DEBOUNCE_SECONDS", default=30)
+
+# --- Review queue ----------------------------------------------------------------------
+# Auto-merge: a strategy whose replay passed and whose confidence is at least the minimum
+# is published without a reviewer (still through strategy_activate, so still through the
+# canary); the rest wait in the review queue.
+REVIEW_AUTO_MERGE = env.bool("REVIEW_AUTO_MERGE", default=True)
+REVIEW_AUTO_MERGE_MIN_CONFIDENCE = env.float("REVIEW_AUTO_MERGE_MIN_CONFIDENCE", default=0.85)
 
 if REDIS_URL:
     CACHES = {
