@@ -283,3 +283,52 @@ def branch_describe(kind: str, branch: Any) -> str:
         return f"Before calling {tool}{scope}: in {branch['field']}, {how}."
     target = f"about {tool}" if tool else "on every request"
     return f"Tells the model {target}{scope}: “{branch['text'].strip()}”"
+
+
+# Each branch key as a reviewer reads it, in this order (scope first, then the rule).
+_FIELD_LABELS = {
+    "tool": "Tool",
+    "intent": "Intent",
+    "error_type": "For error type",
+    "on": "When it fails with",
+    "action": "Then",
+    "arg": "Checks argument",
+    "not_pattern": "Unless it matches",
+    "field": "Field",
+    "call": "Calls",
+    "input": "With input",
+    "take": "Takes from the result",
+    "assign": "As argument",
+    "transform": "Transform",
+    "max_retries": "At most retries",
+    "schema": "Input",
+    "text": "Hint text",
+}
+
+
+def branch_fields(kind: str, branch: Any) -> list[tuple[str, str]]:
+    """A branch as labelled plain-text fields (no JSON) for the review item page; keys it
+    does not know are listed last under their own name."""
+    if not isinstance(branch, dict):
+        return [("Branch", _value(branch))]
+    fields: list[tuple[str, str]] = []
+    for key in [*_FIELD_LABELS, *sorted(set(branch) - set(_FIELD_LABELS))]:
+        if key not in branch:
+            continue
+        value = branch[key]
+        if key == "schema" and isinstance(value, dict):
+            text = _schema_words(value)
+        elif key == "action" and kind == "error_handler" and isinstance(value, str):
+            text = _HANDLER_WORDS.get(value, value).format(call=branch.get("call", ""))
+        elif key == "transform" and isinstance(value, str):
+            text = _TRANSFORM_WORDS.get(value, value)
+        elif key == "transform" and isinstance(value, dict):
+            text = ", ".join(f"{n}: {_TRANSFORM_WORDS.get(h, str(h))}" for n, h in value.items())
+        elif isinstance(value, dict):
+            text = _arguments(value)
+        elif isinstance(value, str):
+            text = value
+        else:
+            text = _value(value)
+        fields.append((_FIELD_LABELS.get(key, key), text))
+    return fields

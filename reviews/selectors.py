@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
@@ -25,16 +24,6 @@ VIEW_AUDIT_LOG = "reviews.view_auditlog"
 def user_can_review(user: Any) -> bool:
     """Ops staff and admins decide on strategies; support agents do not."""
     return bool(user.has_perm(REVIEW_STRATEGIES))
-
-
-def review_items_open() -> QuerySet[ReviewItem]:
-    return (
-        ReviewItem.objects.filter(status=ReviewItem.Status.OPEN)
-        .select_related("strategy", "locked_by", "trace")
-        # The evidence links, in one query however many items are open.
-        .prefetch_related(source_traces_prefetch(lookup="strategy__source_traces"))
-        .order_by("created_at")
-    )
 
 
 @dataclass(frozen=True)
@@ -67,17 +56,18 @@ def review_items_list(*, filters: ReviewFilter, user: Any, limit: int = 100) -> 
 def reviewers() -> QuerySet[Any]:
     """Active users who may decide review items (to assign an item to)."""
     app_label, codename = REVIEW_STRATEGIES.split(".")
-    permission = Permission.objects.filter(
-        content_type__app_label=app_label, codename=codename
-    ).first()
+    via_group = Q(
+        groups__permissions__codename=codename,
+        groups__permissions__content_type__app_label=app_label,
+    )
+    direct = Q(
+        user_permissions__codename=codename,
+        user_permissions__content_type__app_label=app_label,
+    )
     return (
         get_user_model()
         .objects.filter(is_active=True)
-        .filter(
-            Q(is_superuser=True)
-            | Q(groups__permissions=permission)
-            | Q(user_permissions=permission)
-        )
+        .filter(Q(is_superuser=True) | via_group | direct)
         .distinct()
         .order_by("username")
     )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,36 +16,228 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
-from reviews.forms import ReviewDecisionForm
+from policies.branches import branch_fields
+from policies.selectors import strategy_confidence_history, strategy_source_traces
+from reviews.forms import (
+    ReviewAssignForm,
+    ReviewDecisionForm,
+    ReviewNoteForm,
+    ReviewReasonForm,
+    StrategyEditForm,
+)
 from reviews.models import ReviewItem
 from reviews.selectors import (
     AuditFilter,
+    ReviewFilter,
     audit_log_page,
+    review_item_for_page,
+    review_item_neighbours,
+    review_item_next,
+    review_item_similar_strategies,
+    review_item_thumbs_down,
+    review_item_version_preview,
     review_items_decided,
-    review_items_open,
+    review_items_list,
     user_can_review,
     user_can_view_audit_log,
 )
 from reviews.services import (
+    LOCK_MINUTES,
     ReviewConflict,
+    StrategyEditInvalid,
     feedback_submit,
     review_item_approve,
+    review_item_assign,
+    review_item_edit_approve,
+    review_item_lock,
     review_item_reject,
+    review_item_reopen,
+    review_item_request_evidence,
 )
 from traces.models import Feedback
 from traces.selectors import runs_for_chat
 from traces.views import run_answer_response
 
+REVIEW_STATUSES = ("", *ReviewItem.Status.values)
+ASSIGNED_CHOICES = (("", "anyone"), ("me", "me"), ("none", "nobody"))
+
+
+def _reviewer_only(request: HttpRequest) -> None:
+    if not user_can_review(request.user):
+        raise PermissionDenied("Only ops staff and admins review strategies.")
+
 
 @login_required
 def review_queue(request: HttpRequest) -> HttpResponse:
-    if not user_can_review(request.user):
-        raise PermissionDenied("Only ops staff and admins review strategies.")
+    """The queue: open items by default; filters (status, reason, assignee) live in the URL."""
+    _reviewer_only(request)
+    get = request.GET
+    status = get.get("status", ReviewItem.Status.OPEN)
+    filters = ReviewFilter(
+        status=status if status in REVIEW_STATUSES else ReviewItem.Status.OPEN,
+        reason=get.get("reason", "") if get.get("reason", "") in ReviewItem.Reason.values else "",
+        assigned=get.get("assigned", "") if get.get("assigned", "") in ("me", "none") else "",
+    )
     return render(
         request,
         "reviews/queue.html",
-        {"open_items": review_items_open(), "decided": review_items_decided()},
+        {
+            "items": review_items_list(filters=filters, user=request.user),
+            "filters": filters,
+            "statuses": [("", "every status"), *ReviewItem.Status.choices],
+            "reasons": [("", "every reason"), *ReviewItem.Reason.choices],
+            "assigned_choices": ASSIGNED_CHOICES,
+            "decided": review_items_decided(),
+        },
     )
+
+
+def _item_context(
+    request: HttpRequest,
+    item: ReviewItem,
+    *,
+    forms: dict[str, Any] | None = None,
+    lock_notice: str = "",
+) -> dict[str, Any]:
+    strategy = item.strategy
+    context: dict[str, Any] = {
+        "item": item,
+        "lock_notice": lock_notice,
+        "can_decide": item.is_open and not lock_notice,
+        "lock_minutes": LOCK_MINUTES,
+        "lock_expires": item.locked_at + timedelta(minutes=LOCK_MINUTES)
+        if item.locked_at
+        else None,
+    }
+    previous, following = review_item_neighbours(item=item, user=request.user)
+    context.update(previous_id=previous, next_id=following)
+    if strategy is not None:
+        history = strategy_confidence_history(strategy_id=strategy.pk)
+        context.update(
+            strategy=strategy,
+            branch_fields=branch_fields(strategy.kind, strategy.branch),
+            preview=review_item_version_preview(strategy=strategy) if item.is_open else None,
+            history=list(reversed(history))[:20],
+            history_total=len(history),
+            similar=review_item_similar_strategies(strategy=strategy),
+            evidence=strategy_source_traces(strategy=strategy, user=request.user),
+            editable=item.reason == ReviewItem.Reason.LOW_CONFIDENCE,
+        )
+    if item.trace is not None:
+        context["thumbs_down"] = review_item_thumbs_down(trace=item.trace)
+    forms = forms or {}
+    context["approve_form"] = forms.get("approve") or ReviewNoteForm()
+    context["reject_form"] = forms.get("reject") or ReviewReasonForm(prefix="reject")
+    context["evidence_form"] = forms.get("evidence") or ReviewReasonForm(prefix="evidence")
+    context["assign_form"] = forms.get("assign") or ReviewAssignForm(
+        initial={"assignee": item.assigned_to_id}
+    )
+    if strategy is not None:
+        context["edit_form"] = forms.get("edit") or StrategyEditForm.for_strategy(strategy)
+    context["edit_open"] = "edit" in forms
+    return context
+
+
+@login_required
+def review_item_page(request: HttpRequest, item_id: int) -> HttpResponse:
+    """One item: what it proposes, what approving publishes, its evidence and history.
+
+    Opening an open item claims its lock (15 minutes), as the queue's reviewers agreed."""
+    _reviewer_only(request)
+    lock_notice = ""
+    try:
+        item = review_item_for_page(item_id=item_id)
+        if item.is_open:
+            try:
+                review_item_lock(item_id=item.pk, user=request.user)
+            except ReviewConflict as exc:
+                lock_notice = str(exc)
+            item = review_item_for_page(item_id=item_id)
+    except ReviewItem.DoesNotExist as exc:
+        raise Http404(f"No review {item_id}.") from exc
+    return render(
+        request, "reviews/item.html", _item_context(request, item, lock_notice=lock_notice)
+    )
+
+
+ITEM_ACTIONS = ("approve", "edit", "reject", "evidence", "reopen", "assign")
+
+
+def _invalid(request: HttpRequest, item: ReviewItem, name: str, form: Any) -> HttpResponse:
+    """Re-render the item with the refused form, its errors and everything typed kept."""
+    context = _item_context(request, item, forms={name: form})
+    return render(request, "reviews/item.html", context, status=400)
+
+
+@login_required
+@require_POST
+def review_item_action(request: HttpRequest, item_id: int, action: str) -> HttpResponse:
+    """approve (optionally and-next), edit (edit-then-approve), reject, evidence (ask for
+    more), reopen, assign. Every decision is audited by its service."""
+    _reviewer_only(request)
+    if action not in ITEM_ACTIONS:
+        raise Http404(f"No review action {action!r}.")
+    try:
+        item = review_item_for_page(item_id=item_id)
+    except ReviewItem.DoesNotExist as exc:
+        raise Http404(f"No review {item_id}.") from exc
+    user = request.user
+    done = ""
+    try:
+        if action == "approve":
+            form: Any = ReviewNoteForm(request.POST)
+            if not form.is_valid():
+                return _invalid(request, item, action, form)
+            item = review_item_approve(item_id=item.pk, user=user, note=form.cleaned_data["note"])
+            done = f"Review {item.pk} approved" + (f": {item.published}" if item.published else "")
+        elif action == "edit":
+            if item.strategy is None:
+                raise ReviewConflict(f"review {item.pk} has no strategy to edit")
+            form = StrategyEditForm(request.POST, kind=item.strategy.kind)
+            if not form.is_valid():
+                return _invalid(request, item, action, form)
+            try:
+                item = review_item_edit_approve(
+                    item_id=item.pk, user=user, edit=form.edit(), note=form.cleaned_data["note"]
+                )
+            except StrategyEditInvalid as exc:
+                for error in exc.errors:
+                    form.add_error(None, error)
+                return _invalid(request, item, action, form)
+            done = f"Review {item.pk} edited and approved" + (
+                f": {item.published}" if item.published else ""
+            )
+        elif action in ("reject", "evidence"):
+            form = ReviewReasonForm(request.POST, prefix=action)
+            if not form.is_valid():
+                return _invalid(request, item, action, form)
+            note = form.cleaned_data["note"]
+            if action == "reject":
+                review_item_reject(item_id=item.pk, user=user, note=note)
+                done = f"Review {item.pk} rejected."
+            else:
+                review_item_request_evidence(item_id=item.pk, user=user, note=note)
+                done = f"Review {item.pk} waits for more evidence."
+        elif action == "reopen":
+            review_item_reopen(item_id=item.pk, user=user)
+            done = f"Review {item.pk} reopened."
+        else:
+            form = ReviewAssignForm(request.POST)
+            if not form.is_valid():
+                return _invalid(request, item, action, form)
+            assignee = form.cleaned_data["assignee"]
+            review_item_assign(item_id=item.pk, user=user, assignee=assignee)
+            done = f"Review {item.pk} assigned to {assignee or 'nobody'}."
+    except ReviewConflict as exc:
+        messages.error(request, str(exc))
+        return redirect("reviews:item", item_id=item.pk)
+    messages.success(request, done)
+    if action in ("approve", "edit", "reject") and request.POST.get("next"):
+        following = review_item_next(after=item, user=user)
+        if following is not None:
+            return redirect("reviews:item", item_id=following)
+        return redirect("reviews:queue")
+    return redirect("reviews:item", item_id=item.pk)
 
 
 @login_required
@@ -101,6 +294,11 @@ AUDIT_ACTIONS = (
     "strategy.send_to_review",
     "review.approve",
     "review.reject",
+    "review.request_evidence",
+    "review.reopen",
+    "review.assign",
+    "review.auto_merge",
+    "strategy.edit",
     "reflexion.stop",
 )
 
@@ -176,7 +374,3 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             "actions": AUDIT_ACTIONS,
         },
     )
-
-
-def review_item_page(request: HttpRequest, item_id: int) -> HttpResponse:  # placeholder
-    raise Http404
