@@ -181,12 +181,12 @@ def review_item_edit_approve(
     with transaction.atomic():
         item = _open_item_for_update(item_id, user)
         strategy = Strategy.objects.select_for_update().get(pk=strategy.pk)
-        before = {
+        before: dict[str, Any] = {
             "root_cause": strategy.root_cause,
             "strategy_update": strategy.strategy_update,
             "branch": strategy.branch,
         }
-        after = {
+        after: dict[str, Any] = {
             "root_cause": edit.root_cause.strip(),
             "strategy_update": edit.strategy_update.strip(),
             "branch": edit.branch,

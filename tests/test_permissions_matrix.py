@@ -149,6 +149,14 @@ ROUTES: dict[str, Route] = {
         {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 302)},
         form=True,
     ),
+    # Opening an item claims its lock for the reviewer; support never sees it.
+    "reviews/<int:item_id>/": Route("/reviews/{item}/", {"GET": OPS_PAGE}),
+    # A rejection without its reason is refused on the item page (400): nothing is decided.
+    "reviews/<int:item_id>/<slug:action>/": Route(
+        "/reviews/{item}/reject/",
+        {"GET": (302, 405, 405, 405, 405), "POST": (302, 403, 403, 400, 400)},
+        form=True,
+    ),
     # --- Django admin pages that are not per model --------------------------------------
     "admin/": Route("/admin/", {"GET": STAFF_ONLY, "POST": STAFF_ONLY}, form=True),
     # Signed-in staff are sent on to the index; the rest see the form (again, if empty).
