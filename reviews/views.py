@@ -113,15 +113,19 @@ def _item_context(
     context.update(previous_id=previous, next_id=following)
     if strategy is not None:
         history = strategy_confidence_history(strategy_id=strategy.pk)
+        # Only a proposal publishes on approval; approving a failing strategy keeps it.
+        proposed = item.reason == ReviewItem.Reason.LOW_CONFIDENCE
         context.update(
             strategy=strategy,
             branch_fields=branch_fields(strategy.kind, strategy.branch),
-            preview=review_item_version_preview(strategy=strategy) if item.is_open else None,
+            preview=review_item_version_preview(strategy=strategy)
+            if item.is_open and proposed
+            else None,
             history=list(reversed(history))[:20],
             history_total=len(history),
             similar=review_item_similar_strategies(strategy=strategy),
             evidence=strategy_source_traces(strategy=strategy, user=request.user),
-            editable=item.reason == ReviewItem.Reason.LOW_CONFIDENCE,
+            editable=proposed,
         )
     if item.trace is not None:
         context["thumbs_down"] = review_item_thumbs_down(trace=item.trace)

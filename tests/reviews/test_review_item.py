@@ -329,6 +329,36 @@ def test_the_item_page_reads_as_words_and_shows_what_approving_publishes(
     assert proposal.locked_by == ops_user
 
 
+@pytest.mark.parametrize(
+    ("reason", "shown", "absent"),
+    [
+        ("low_confidence", ["Approving creates", 'id="edit"'], []),
+        ("consecutive_failures", ['id="approve-form"'], ["Approving creates", 'id="edit"']),
+        ("negative_feedback", ["Error signature <code>TIMEOUT|get_order</code>"], ['id="edit"']),
+    ],
+)
+def test_every_kind_of_item_opens_with_what_applies_to_it(
+    client: Client,
+    ops_user: Any,
+    make_strategy: Any,
+    reason: str,
+    shown: list[str],
+    absent: list[str],
+) -> None:
+    strategy = None if reason == "negative_feedback" else make_strategy()
+    item = ReviewItem.objects.create(
+        strategy=strategy, reason=reason, error_signature="TIMEOUT|get_order"
+    )
+    client.force_login(ops_user)
+
+    response = client.get(f"/reviews/{item.pk}/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert [text for text in shown if text not in page] == []
+    assert [text for text in absent if text in page] == []
+
+
 def test_a_second_reviewer_sees_the_lock_until_it_expires(
     client: Client, proposal: ReviewItem, ops_user: Any, reviewer2: Any
 ) -> None:
