@@ -187,8 +187,9 @@ def review_item_edit_approve(
             "branch": strategy.branch,
         }
         after: dict[str, Any] = {
-            "root_cause": edit.root_cause.strip(),
-            "strategy_update": edit.strategy_update.strip(),
+            # People paste what they see; a token in a log line must not be stored.
+            "root_cause": redact_text(edit.root_cause.strip()),
+            "strategy_update": redact_text(edit.strategy_update.strip()),
             "branch": edit.branch,
         }
         changed = {

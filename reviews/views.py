@@ -109,7 +109,9 @@ def _item_context(
         if item.locked_at
         else None,
     }
-    previous, following = review_item_neighbours(item=item, user=request.user)
+    previous, following = review_item_neighbours(
+        item=item, user=request.user, lock_minutes=LOCK_MINUTES
+    )
     context.update(previous_id=previous, next_id=following)
     if strategy is not None:
         history = strategy_confidence_history(strategy_id=strategy.pk)
@@ -237,7 +239,7 @@ def review_item_action(request: HttpRequest, item_id: int, action: str) -> HttpR
         return redirect("reviews:item", item_id=item.pk)
     messages.success(request, done)
     if action in ("approve", "edit", "reject") and request.POST.get("next"):
-        following = review_item_next(after=item, user=user)
+        following = review_item_next(after=item, user=user, lock_minutes=LOCK_MINUTES)
         if following is not None:
             return redirect("reviews:item", item_id=following)
         return redirect("reviews:queue")
