@@ -10,7 +10,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from policies.models import PolicyVersion, Strategy
@@ -520,3 +522,21 @@ def test_the_queue_filters_by_status_and_assignee(
     assert listed("status=needs_evidence") == [f"/reviews/{proposal.pk}/"]
     assert listed("status=&assigned=me") == [f"/reviews/{mine.pk}/"]
     assert listed("status=&assigned=none") == [f"/reviews/{proposal.pk}/"]
+
+
+def test_the_item_page_query_count_does_not_grow_with_its_evidence(
+    client: Client, proposal: ReviewItem, ops_user: Any, make_strategy: Any, failed_trace: Any
+) -> None:
+    strategy = _strategy(proposal)
+    client.force_login(ops_user)
+    client.get(f"/reviews/{proposal.pk}/")  # the first visit claims the lock
+    counts = []
+    for extra in (1, 6):
+        while strategy.source_traces.count() < extra + 1:
+            strategy.source_traces.add(failed_trace(tool="search_products"))
+            make_strategy(kind="validation_rule", branch=RULE, status=Strategy.Status.REJECTED)
+            strategy_outcome_record(strategy_id=strategy.pk, success=True)
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(f"/reviews/{proposal.pk}/").status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
