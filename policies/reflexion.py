@@ -26,7 +26,12 @@ from agents.models import Tool
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
 from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
-from policies.services import CONFIDENCE_START, audit, strategy_activate
+from policies.services import (
+    CONFIDENCE_START,
+    audit,
+    strategy_activate,
+    strategy_evidence_record,
+)
 from reviews.models import ReviewItem
 from traces.models import Job, Trace
 from traces.redaction import redact_text, redact_value
@@ -576,7 +581,19 @@ def reflexion_for_failure(
             same.save(update_fields=["agree_count", "updated_at"])
             same.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
             review_items_reopen_on_evidence(strategy=same, trace_id=facts.trace_id)
-        return _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
+        record = _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
+        if same.status in (Strategy.Status.PROPOSED, Strategy.Status.IN_REVIEW):
+            # A rule nobody applies yet earns confidence only from evidence: replay it against
+            # this new, independent failure too. A pass moves confidence like a successful
+            # application, a failure like a failed one, so a rule that keeps fixing fresh
+            # failures can reach the auto-merge bar and one that does not sinks.
+            passed, _detail = strategy_replay(proposal=proposal, facts=facts)
+            same = strategy_evidence_record(
+                strategy_id=same.pk, passed=passed, trace_id=facts.trace_id
+            )
+            if auto_approve is None and strategy_auto_mergeable(same):
+                strategy_auto_merge(strategy=same)
+        return record
 
     slot = branch_slot(proposal.kind, proposal.branch)
     rival = next(

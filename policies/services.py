@@ -104,6 +104,23 @@ def strategy_outcome_record(*, strategy_id: int, success: bool, trace_id: str = 
     return strategy
 
 
+def strategy_evidence_record(*, strategy_id: int, passed: bool, trace_id: str = "") -> Strategy:
+    """A replay of a not-yet-applied strategy against a new failure: move its confidence."""
+    with transaction.atomic():
+        strategy = Strategy.objects.select_for_update().get(pk=strategy_id)
+        before = strategy.confidence
+        strategy.confidence = confidence_next(before, success=passed)
+        StrategyConfidenceEvent.objects.create(
+            strategy=strategy,
+            old=before,
+            new=strategy.confidence,
+            reason="replay passed" if passed else "replay failed",
+            trace_id=trace_id or None,
+        )
+        strategy.save(update_fields=["confidence", "updated_at"])
+    return strategy
+
+
 def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
     """Score every strategy a finished run applied. Step-level kinds count once per step
     they touched (success = that step succeeded); hints and validation rules count once per
