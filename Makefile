@@ -33,12 +33,17 @@ seed: migrate
 run: seed
 	bin/serve
 
-## The whole suite against the local PostgreSQL and Redis (fails if either is down).
+## The whole suite against the local PostgreSQL and Redis (fails if either is down), in
+## random order (pytest-randomly), with branch coverage; then each core module must hold
+## its coverage floor (bench/coverage_gate.py, COVERAGE_FAIL_UNDER percent per module).
+COVERAGE_FAIL_UNDER ?= 95
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy agents traces policies reviews bench
-	$(VENV)/bin/pytest
+	mkdir -p var
+	$(VENV)/bin/pytest --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json
+	COVERAGE_FAIL_UNDER=$(COVERAGE_FAIL_UNDER) $(PY) bench/coverage_gate.py var/coverage.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

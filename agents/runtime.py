@@ -412,9 +412,9 @@ class AgentRun:
             RunState.PROCESSING_OBSERVATION: self._process_observation,
             RunState.REFLECTING: self._reflect,
         }
-        if self.state == RunState.EXECUTING_TOOL or self.state == RunState.PROCESSING_OBSERVATION:
-            # Cannot be restored from records; re-validate the pending action instead.
-            self.memory.state = RunState.VALIDATING_ACTION
+        # Records never restore EXECUTING_TOOL or PROCESSING_OBSERVATION: a run that died in
+        # either is rebuilt at VALIDATING_ACTION (its decision recorded, its call not) and
+        # re-validates the pending action; ``_execute`` skips a call recorded meanwhile.
         try:
             if self.config.run_time_limit_seconds:
                 async with asyncio.timeout(self.config.run_time_limit_seconds):
