@@ -1,1 +1,1 @@
-from tests.policies.conftest import make_strategy  # noqa: F401
+from tests.policies.conftest import failed_trace, make_strategy  # noqa: F401
