@@ -9,6 +9,7 @@ the services themselves do not check roles.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from django.contrib.auth.models import Group
 from django.shortcuts import resolve_url
 from django.test import Client
 from django.urls import URLPattern, reverse
+from django.utils import timezone
 
 from policies.models import PolicyVersion, Strategy
 from reviews import urls as review_urls
@@ -143,8 +145,10 @@ def test_ops_and_admins_decide_every_kind_of_item(
     item.refresh_from_db()
     assert item.status == {"approve": "approved", "reject": "rejected"}[fields["decision"]]
     assert item.decided_by == user and item.decision_note == fields["note"]
+    assert item.decided_at is not None and timezone.now() - item.decided_at < timedelta(minutes=1)
     audit = AuditLog.objects.get(action=f"review.{fields['decision']}")
-    assert (audit.actor, audit.target) == (user, f"review {item.pk}")
+    assert (audit.actor, audit.actor_kind, audit.target) == (user, "user", f"review {item.pk}")
+    assert audit.details == {"reason": reason, "note": fields["note"]}
     # The other items wait untouched.
     assert ReviewItem.objects.filter(status="open").count() == len(items) - 1
 

@@ -223,3 +223,14 @@ def test_approving_a_thumbs_down_item_closes_it_and_touches_no_strategy(
     item.refresh_from_db()
     assert (item.status, item.decided_by, item.trace) == ("approved", ops_user, trace)
     assert not Strategy.objects.exists()
+
+
+def test_a_rejection_without_a_note_gives_the_items_reason_to_the_strategy(
+    item: ReviewItem, ops_user: Any
+) -> None:
+    review_item_reject(item_id=item.pk, user=ops_user)
+
+    audit = AuditLog.objects.get(action="strategy.reject")
+    assert audit.details == {"reason": "low_confidence"}
+    item.refresh_from_db()
+    assert (item.status, item.decision_note) == ("rejected", "")
