@@ -466,8 +466,18 @@ def test_a_prompt_hint_replays_the_whole_request_with_the_hint_applied(
     passed, detail = _replay("prompt_hint", hint, facts)
 
     replay = Trace.objects.get(origin=Trace.Origin.REPLAY)
+    original = Trace.objects.get(pk=facts.trace_id)
     assert replay.source == "replay" and replay.query == facts.query
+    assert (replay.agent_id, replay.llm_backend, replay.llm_model, replay.customer_id) == (
+        original.agent_id,
+        original.llm_backend,
+        original.llm_model,
+        original.customer_id,
+    )
     assert replay.policy_version.endswith("+replay")
+    # the hint reached the model's prompt: the reasoning steps list it as applied
+    applied = [a for step in replay.steps.all() for a in step.strategies_applied]
+    assert {"id": 0, "kind": "prompt_hint", "error_type": "X"} in applied
     # the replay is not itself learned from
     assert not replay.proposals.exists()
     job = Job.objects.get(kind=Job.Kind.REPLAY)
