@@ -123,3 +123,13 @@ def test_a_proposal_that_names_nothing_of_a_failure_without_status_is_not_anchor
     # naming the tool is enough
     vague.strategy_update = "be careful with get_order"
     assert gate_facts_anchored(vague, facts) == ""
+
+
+def test_a_proposal_of_an_unknown_kind_is_not_actionable() -> None:
+    from policies.reflexion import gate_actionable
+
+    wish = Proposal(
+        kind="wish", branch={}, root_cause="get_order failed", strategy_update="x", origin="t"
+    )
+
+    assert gate_actionable(wish) == "unknown kind 'wish'"
