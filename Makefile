@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard clean
+.PHONY: run test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,5 +69,13 @@ bench-dashboard: secret-key
 	DATABASE_URL=$(BENCH_PG_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py migrate --noinput -v0
 	DATABASE_URL=$(BENCH_PG_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py bench_dashboard --steps 1000000
 
+## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
+MUTATION_BUDGET_MINUTES ?= 120
+MUTATION_MODULES ?=
+mutation: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,mutation]'
+	$(PY) -m bench.mutation --budget-minutes $(MUTATION_BUDGET_MINUTES) \
+		$(foreach m,$(MUTATION_MODULES),--module $(m))
+
 clean:
-	rm -rf $(VENV) db.sqlite3 var
+	rm -rf $(VENV) db.sqlite3 var mutants

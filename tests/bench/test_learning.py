@@ -10,6 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from bench.learning import Task, answer_correct, experiment_run, tasks_generate
+from policies.models import ReflexionProposal
+from policies.reflexion import NOT_LEARNABLE
 from traces.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,8 +76,33 @@ def test_a_small_experiment_runs_both_arms_and_writes_the_report(
     assert saved["config"]["llm_backend"] == "simulated"
     assert "simulated" in (tmp_path / "learning-latest.md").read_text()
     # the drifted order endpoint was learned as an adapter during training
-    kinds = {s["kind"] for s in report["strategies"]}
-    assert "adapter" in kinds
+    [adapter] = [
+        s
+        for s in report["strategies"]
+        if (s["kind"], s["tool"], s["status"]) == ("adapter", "get_order", "active")
+    ]
+    assert adapter["origin"] == "analyzer:type_mismatch"
+    assert adapter["branch"]["transform"] == "digits_to_int"
+    # ... and the runtime applied it on every held-out order question of the treatment
+    # arm, which stopped hitting the drift, while control (no policy) applied nothing.
+    runs = report["runs"]
+    control_orders = [r for r in runs["control"] if r["kind"] == "order_status"]
+    treated_orders = [r for r in runs["treatment"] if r["kind"] == "order_status"]
+    assert control_orders and len(control_orders) == len(treated_orders)
+    assert all(r["strategies"] == [] for r in runs["control"])
+    assert all("TYPE_MISMATCH" in r["error_types"] for r in control_orders)
+    assert all(adapter["id"] in r["strategy_targets"].get("*", []) for r in treated_orders)
+    assert not any("TYPE_MISMATCH" in r["error_types"] for r in treated_orders)
+    assert adapter["applications"] >= len(treated_orders)
+    # so the treatment answers the drifted questions the control cannot
+    control_ok = sum(r["success"] for r in control_orders)
+    treated_ok = sum(r["success"] for r in treated_orders)
+    assert treated_ok > control_ok
+    assert report["comparison"]["difference"] > 0
+    # Reflexion learned only from failures a branch can fix.
+    assert ReflexionProposal.objects.exists()
+    assert not ReflexionProposal.objects.filter(error_type__in=NOT_LEARNABLE).exists()
+    assert not any(s["error_type"] in NOT_LEARNABLE for s in report["strategies"])
     # Each long piece reported its progress on a Job as it went.
     [bench] = Job.objects.filter(kind=Job.Kind.BENCHMARK)
     assert (bench.status, bench.done, bench.total) == ("finished", 36, 36)
