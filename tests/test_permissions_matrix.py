@@ -25,6 +25,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.models import KnowledgeArticle, Tool, ToolAlert, ToolResultCache
+from policies.experiments import experiment_create
 from policies.models import PolicyVersion, ReflexionProposal, Strategy
 from policies.services import strategy_outcome_record
 from reviews.models import ReviewItem
@@ -269,11 +270,13 @@ ADMIN_MODEL_PAGES = {
     "<path:object_id>/": ("redirect", 302),  # the old change URL, redirected
 }
 # Policy versions are immutable and the audit log is written by the system only.
+# Experiments change state on their own page, which checks the state and audits it.
 # Rollup rows are counts kept by the writers: nobody adds or edits them by hand.
 ADMIN_REFUSED = {
     ("policies.policyversion", "add"),
     ("reviews.auditlog", "add"),
     ("policies.strategyconfidenceevent", "add"),
+    ("policies.experiment", "add"),
     ("traces.job", "add"),
     *(
         (f"traces.{name}", "add")
@@ -384,6 +387,7 @@ def world(
         payload={},
         outcome=ReflexionProposal.Outcome.values[0],
     )
+    experiment = experiment_create(name="learned strategies vs none", actor=ops_user)
     # A rule that injects nothing: the shop routes above must answer normally.
     faultrule_set(endpoint="returns", enabled=False)
     order = Order.objects.order_by("order_id").first()
@@ -396,6 +400,7 @@ def world(
         "item": open_item.pk,
         "version": PolicyVersion.objects.get(is_active=True).number,
         "strategy": decided.strategy_id,
+        "experiment": experiment.pk,
         "support_pk": support_user.pk,
         "trace_ct": ContentType.objects.get_for_model(Trace).pk,
         "shop_user": ShopUser.objects.order_by("user_id").values_list("user_id", flat=True)[0],
