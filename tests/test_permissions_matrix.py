@@ -131,6 +131,22 @@ ROUTES: dict[str, Route] = {
     "policies/strategies/<int:strategy_id>/": Route(
         "/policies/strategies/{strategy}/", {"GET": OPS_PAGE}
     ),
+    "policies/experiments/": Route("/policies/experiments/", {"GET": OPS_PAGE}),
+    # An empty form is refused with inline errors (400); a created draft redirects.
+    "policies/experiments/new/": Route(
+        "/policies/experiments/new/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 400, 400)},
+        form=True,
+    ),
+    "policies/experiments/<int:experiment_id>/": Route(
+        "/policies/experiments/{experiment}/", {"GET": OPS_PAGE}
+    ),
+    # Start asks first on GET; a POST acts (or says why not) and redirects to the report.
+    "policies/experiments/<int:experiment_id>/<slug:action>/": Route(
+        "/policies/experiments/{experiment}/start/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 302, 302)},
+        form=True,
+    ),
     # An empty decision is refused with a message and a redirect: nothing is decided.
     "reviews/<int:item_id>/decide/": Route(
         "/reviews/{item}/decide/",
