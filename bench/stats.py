@@ -41,6 +41,23 @@ def difference_interval(
     return (p2 - p1 - z * se, p2 - p1 + z * se)
 
 
+def newcombe_interval(
+    s1: int, n1: int, s2: int, n2: int, z: float = 1.959964
+) -> tuple[float, float]:
+    """95% interval of p2 - p1 from the two Wilson intervals (Newcombe's hybrid score
+    method): unlike the Wald interval it stays honest at 0% and 100% and small n."""
+    if n1 == 0 or n2 == 0:
+        return (0.0, 0.0)
+    p1, p2 = s1 / n1, s2 / n2
+    l1, u1 = wilson_interval(s1, n1, z)
+    l2, u2 = wilson_interval(s2, n2, z)
+    d = p2 - p1
+    return (
+        d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2),
+        d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2),
+    )
+
+
 def mean_interval(values: Sequence[float], z: float = 1.959964) -> tuple[float, float, float]:
     """Mean and its normal-approximation 95% interval."""
     if not values:

@@ -25,8 +25,8 @@ from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.utils import timezone
 
 from bench.stats import (
-    difference_interval,
     mean_difference_interval,
+    newcombe_interval,
     summary_variance,
     two_proportion_z_test,
     welch_t_test,
@@ -396,7 +396,7 @@ def _comparisons(control: ArmReport, treatment: ArmReport) -> list[Comparison]:
         control=control.success_rate,
         treatment=treatment.success_rate,
         difference=(treatment.success_rate or 0.0) - (control.success_rate or 0.0),
-        interval=difference_interval(
+        interval=newcombe_interval(
             control.successes, control.runs, treatment.successes, treatment.runs
         )
         if tested

@@ -6,6 +6,7 @@ import pytest
 
 from bench.stats import (
     difference_interval,
+    newcombe_interval,
     student_t_two_sided_p,
     summary_variance,
     two_proportion_z_test,
@@ -83,3 +84,15 @@ def test_welch_seed_retries_difference_is_significant() -> None:
     t, _, p = welch_t_test(2.4, 2.25, 300, 0.9, 2.25, 300)
     assert t == pytest.approx(-12.25, abs=0.01)
     assert p < 1e-6
+
+
+def test_newcombe_interval_known_value() -> None:
+    # Newcombe (1998), table II example: 56/70 against 48/80, difference 0.2
+    low, high = newcombe_interval(48, 80, 56, 70)
+    assert low == pytest.approx(0.0524, abs=1e-3)
+    assert high == pytest.approx(0.3339, abs=1e-3)
+
+
+def test_newcombe_interval_stays_open_at_the_extremes() -> None:
+    low, high = newcombe_interval(0, 10, 10, 10)
+    assert 0.5 < low < 1.0 and high == pytest.approx(1.0)
