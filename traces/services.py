@@ -106,8 +106,9 @@ def _retry_aggregates() -> dict[str, Any]:
     """What ``tool_call_retries`` needs, as aggregates over one run's steps (no ordering
     pass): the tool calls that failed, the number of the last failed one and of the last."""
     # A pre-condition's lookup is made on the call's behalf, never as a retry of it.
+    # (has_key, not a comparison: a missing key compares as NULL, and NOT NULL drops the row)
     calls = Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL) & ~Q(
-        details__auxiliary=True
+        details__has_key="auxiliary"
     )
     return {
         "failed_calls": Count("id", filter=calls & Q(ok=False)),
