@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django import template
 
 register = template.Library()
@@ -25,9 +27,16 @@ def points(value: float | None) -> str:
 @register.filter
 def signed(value: float | None, digits: int = 2) -> str:
     """A signed number: 0.5 -> "+0.50"."""
-    return NOTHING if value is None else f"{value:+.{int(digits)}f}"
+    if value is None:
+        return NOTHING
+    if math.isinf(value):
+        return "+\N{INFINITY}" if value > 0 else "\N{MINUS SIGN}\N{INFINITY}"
+    return f"{value:+.{int(digits)}f}"
 
 
 @register.filter
 def number(value: float | None, digits: int = 2) -> str:
+    """A number; a t statistic of two constant samples that differ is infinite."""
+    if value is not None and math.isinf(value):
+        return signed(value)
     return NOTHING if value is None else f"{value:.{int(digits)}f}"

@@ -98,6 +98,7 @@ def test_the_learned_adapter_answers_in_treatment_and_control_runs_without_it(
     failed = control.steps.filter(phase="action", tool_name="get_order", ok=False)
     assert failed.filter(error_type="TYPE_MISMATCH").exists()
     assert control.status != "finished"
+    assert control.retries > treated.retries  # it tried the refused call again
     # and the control arm is the loop switched off: its failure is not learned from
     settings.REFLEXION_ENABLED = True
     assert reflexion_enqueue(trace_id=str(control.pk)) is False

@@ -190,3 +190,17 @@ def test_names_and_hypotheses_are_escaped(ops_user: Any) -> None:
         page = client.get(path).content.decode()
         assert "<script>alert(1)</script>" not in page and "<img src=x" not in page
         assert "&lt;script&gt;" in page
+
+
+def test_a_trace_page_names_its_experiment_and_arm(ops_user: Any, support_agent: Any) -> None:
+    experiment = experiment_create(name="E")
+    _runs(support_agent, experiment, CONTROL, "failed", 1, retries=2)
+    trace = Trace.objects.get(experiment_pk=experiment.pk)
+
+    page = _client(ops_user).get(f"/traces/{trace.pk}/").content.decode()
+
+    assert (
+        f'<a href="/policies/experiments/{experiment.pk}/">{experiment.label}</a>, control arm'
+        in page
+    )
+    assert "(no learned strategies)" in page and "2 retries" in page
