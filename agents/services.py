@@ -23,7 +23,7 @@ from agents.intents import Intent, intent_detect
 from agents.knowledge import kb_asearch
 from agents.llm.factory import llm_client_build
 from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert
-from agents.policy_runtime import RuntimePolicy
+from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
@@ -344,8 +344,9 @@ async def run_execute(
 ) -> RunOutcome | None:
     """Execute (or resume) one run to a terminal state. Idempotent per trace id.
 
-    ``policy`` overrides the version the run's bucket resolves to (replays use it);
-    ``reflect`` hands the ended run to confidence bookkeeping and Reflexion.
+    ``policy`` overrides the version the run's bucket resolves to (replays use it; no A/B
+    experiment arm is assigned then); ``reflect`` hands the ended run to confidence
+    bookkeeping and Reflexion.
     """
     try:
         loaded = await sync_to_async(_load_run)(trace_id)
@@ -364,9 +365,13 @@ async def run_execute(
     recorder.on_step = on_step
     try:
         if policy is None:
+            from policies.experiments import CONTROL, experiment_arm_for_run
             from policies.selectors import runtime_policy_for_run
 
             policy = await sync_to_async(runtime_policy_for_run)(bucket=trace.policy_bucket)
+            # An A/B experiment's control arm runs without the learned strategies.
+            if await sync_to_async(experiment_arm_for_run)(trace=trace) == CONTROL:
+                policy = EMPTY_POLICY
         if policy.version != trace.policy_version:
             await sync_to_async(trace_services.trace_set_policy)(
                 trace_id=trace_id, version=policy.version

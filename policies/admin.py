@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from policies.models import (
+    Experiment,
     Policy,
     PolicyVersion,
     ReflexionProposal,
@@ -78,4 +79,20 @@ class StrategyConfidenceEventAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in StrategyConfidenceEvent._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(admin.ModelAdmin):
+    """Read-only: experiments are created, started and stopped on the Experiments page,
+    which checks the state and writes the audit rows."""
+
+    list_display = ["id", "name", "status", "traffic_percent", "started_at", "stopped_at"]
+    list_filter = ["status"]
+    search_fields = ["name"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from policies.branches import branch_describe
@@ -220,3 +221,72 @@ class StrategyConfidenceEvent(models.Model):
 
     def __str__(self) -> str:
         return f"S{self.strategy_id} {self.old:.2f} -> {self.new:.2f} ({self.reason})"
+
+
+class Experiment(models.Model):
+    """An A/B test of the learning loop (seed 000 §5.2): new sessions are split between a
+    control arm that runs without learned strategies and a treatment arm that runs with
+    the policy it would get anyway; the report compares the arms. At most one runs."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        RUNNING = "running"
+        STOPPED = "stopped"
+
+    class Arm(models.TextChoices):
+        CONTROL = "control", "Control: no learned strategies"
+        TREATMENT = "treatment", "Treatment: learned strategies"
+
+    name = models.CharField(max_length=100)
+    hypothesis = models.TextField(blank=True, max_length=2000)
+    status = models.CharField(
+        max_length=8, choices=Status.choices, default=Status.DRAFT, db_index=True
+    )
+    traffic_percent = models.PositiveSmallIntegerField(
+        default=100,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Share of new sessions that enter the experiment, split evenly between "
+        "the two arms; the other sessions run as usual and are not counted.",
+    )
+    planned_runs_per_arm = models.PositiveIntegerField(
+        default=200,
+        validators=[MinValueValidator(10), MaxValueValidator(1_000_000)],
+        help_text="The sample size the verdict is read at (p-values are fixed-horizon).",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status"],
+                condition=models.Q(status="running"),
+                name="experiment_one_running",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(traffic_percent__gte=1, traffic_percent__lte=100),
+                name="experiment_traffic_percent_range",
+            ),
+        ]
+        permissions = [("run_experiments", "Can create, start and stop A/B experiments")]
+
+    def __str__(self) -> str:
+        return f"E{self.pk} {self.name} [{self.status}]"
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("policies:experiment", args=[self.pk])
+
+    @property
+    def label(self) -> str:
+        return f"E{self.pk}"

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
 
+from policies.models import Experiment
 from traces.models import Trace
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,9 @@ def reflexion_enqueue(*, trace_id: str) -> bool:
 
     trace = Trace.objects.filter(pk=trace_id).first()
     if trace is None or not settings.REFLEXION_ENABLED or not trace_needs_reflexion(trace):
+        return False
+    # An A/B experiment's control arm is the loop switched off: it must not learn either.
+    if trace.experiment_arm == Experiment.Arm.CONTROL:
         return False
     window = settings.REFLEXION_DEBOUNCE_SECONDS
     fresh = [

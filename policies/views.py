@@ -1,4 +1,5 @@
-"""Staff pages of the policy tree: the active version, versions, diffs, strategies.
+"""Staff pages of the policy tree: the active version, versions, diffs, strategies, and
+the A/B experiments of the learning loop.
 
 Views stay thin: documents.py renders and compares the YAML, selectors.py reads rows.
 """
@@ -10,10 +11,12 @@ from functools import wraps
 from typing import Any
 
 import yaml
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
 
 from policies.documents import (
     policy_document_parse,
@@ -21,7 +24,18 @@ from policies.documents import (
     policy_document_tree,
     policy_version_get,
 )
-from policies.models import PolicyVersion, Strategy
+from policies.experiments import (
+    ALPHA,
+    ExperimentStateError,
+    experiment_create,
+    experiment_report,
+    experiment_start,
+    experiment_stop,
+    experiments_page,
+    user_can_run_experiments,
+)
+from policies.forms import ExperimentForm
+from policies.models import Experiment, PolicyVersion, Strategy
 from policies.selectors import (
     policy_version_active,
     policy_versions_page,
@@ -191,3 +205,94 @@ def strategy_detail(request: HttpRequest, strategy_id: int) -> HttpResponse:
             "versions": strategy_versions(strategy=strategy),
         },
     )
+
+
+# --- A/B experiments ----------------------------------------------------------------------
+
+
+def _experiment_runner(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not user_can_run_experiments(request.user):
+            raise PermissionDenied("Only ops staff and admins run experiments.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+@_experiment_runner
+@require_http_methods(["GET"])
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "policies/experiments.html", {"experiments": experiments_page()})
+
+
+@_experiment_runner
+@require_http_methods(["GET", "POST"])
+def experiment_new(request: HttpRequest) -> HttpResponse:
+    form = ExperimentForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        experiment = experiment_create(actor=request.user, **form.cleaned_data)
+        messages.success(request, f"{experiment.label} created as a draft: start it to split.")
+        return redirect(experiment)
+    return render(
+        request,
+        "policies/experiment_new.html",
+        {"form": form},
+        status=400 if form.errors else 200,
+    )
+
+
+@_experiment_runner
+@require_http_methods(["GET"])
+def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_object_or_404(
+        Experiment.objects.select_related("created_by"), pk=experiment_id
+    )
+    return render(
+        request,
+        "policies/experiment.html",
+        {
+            "experiment": experiment,
+            "report": experiment_report(experiment=experiment),
+            "alpha": ALPHA,
+        },
+    )
+
+
+# Each asks for confirmation on GET and acts on POST (audited by the service).
+EXPERIMENT_ACTIONS = {"start": "Start", "stop": "Stop"}
+
+
+@_experiment_runner
+@require_http_methods(["GET", "POST"])
+def experiment_action(request: HttpRequest, experiment_id: int, action: str) -> HttpResponse:
+    if action not in EXPERIMENT_ACTIONS:
+        raise Http404("No such experiment action.")
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    if request.method == "GET":
+        return render(
+            request,
+            "policies/experiment_confirm.html",
+            {
+                "experiment": experiment,
+                "action": action,
+                "verb": EXPERIMENT_ACTIONS[action],
+                "running": Experiment.objects.filter(status=Experiment.Status.RUNNING)
+                .exclude(pk=experiment.pk)
+                .first(),
+            },
+        )
+    do = experiment_start if action == "start" else experiment_stop
+    try:
+        do(experiment_id=experiment.pk, actor=request.user)
+    except ExperimentStateError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"{experiment.label} started: new sessions are split from now on."
+            if action == "start"
+            else f"{experiment.label} stopped: new sessions run as usual; the report stays.",
+        )
+    return redirect(experiment)

@@ -25,6 +25,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.models import KnowledgeArticle, Tool, ToolAlert, ToolResultCache
+from policies.experiments import experiment_create
 from policies.models import PolicyVersion, ReflexionProposal, Strategy
 from policies.services import strategy_outcome_record
 from reviews.models import ReviewItem
@@ -129,6 +130,22 @@ ROUTES: dict[str, Route] = {
     "policies/diff/": Route("/policies/diff/?a={version}&b={version}", {"GET": OPS_PAGE}),
     "policies/strategies/<int:strategy_id>/": Route(
         "/policies/strategies/{strategy}/", {"GET": OPS_PAGE}
+    ),
+    "policies/experiments/": Route("/policies/experiments/", {"GET": OPS_PAGE}),
+    # An empty form is refused with inline errors (400); a created draft redirects.
+    "policies/experiments/new/": Route(
+        "/policies/experiments/new/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 400, 400)},
+        form=True,
+    ),
+    "policies/experiments/<int:experiment_id>/": Route(
+        "/policies/experiments/{experiment}/", {"GET": OPS_PAGE}
+    ),
+    # Start asks first on GET; a POST acts (or says why not) and redirects to the report.
+    "policies/experiments/<int:experiment_id>/<slug:action>/": Route(
+        "/policies/experiments/{experiment}/start/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 302, 302)},
+        form=True,
     ),
     # An empty decision is refused with a message and a redirect: nothing is decided.
     "reviews/<int:item_id>/decide/": Route(
@@ -277,11 +294,13 @@ ADMIN_MODEL_PAGES = {
     "<path:object_id>/": ("redirect", 302),  # the old change URL, redirected
 }
 # Policy versions are immutable and the audit log is written by the system only.
+# Experiments change state on their own page, which checks the state and audits it.
 # Rollup rows are counts kept by the writers: nobody adds or edits them by hand.
 ADMIN_REFUSED = {
     ("policies.policyversion", "add"),
     ("reviews.auditlog", "add"),
     ("policies.strategyconfidenceevent", "add"),
+    ("policies.experiment", "add"),
     ("traces.job", "add"),
     *(
         (f"traces.{name}", "add")
@@ -392,6 +411,7 @@ def world(
         payload={},
         outcome=ReflexionProposal.Outcome.values[0],
     )
+    experiment = experiment_create(name="learned strategies vs none", actor=ops_user)
     # A rule that injects nothing: the shop routes above must answer normally.
     faultrule_set(endpoint="returns", enabled=False)
     order = Order.objects.order_by("order_id").first()
@@ -404,6 +424,7 @@ def world(
         "item": open_item.pk,
         "version": PolicyVersion.objects.get(is_active=True).number,
         "strategy": decided.strategy_id,
+        "experiment": experiment.pk,
         "support_pk": support_user.pk,
         "trace_ct": ContentType.objects.get_for_model(Trace).pk,
         "shop_user": ShopUser.objects.order_by("user_id").values_list("user_id", flat=True)[0],
