@@ -29,7 +29,7 @@ def grant_ops(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("reviews", "0006_reviewitem_trace_thumbs_down"),
+        ("reviews", "0008_review_assignment"),
         ("policies", "0004_experiments"),
     ]
 
