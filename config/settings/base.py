@@ -322,6 +322,10 @@ REFLEXION_ENABLED = env.bool("REFLEXION_ENABLED", default=True)
 # Approve strategies that pass their replay without a person (the default asks a reviewer).
 REFLEXION_AUTO_APPROVE = env.bool("REFLEXION_AUTO_APPROVE", default=False)
 REFLEXION_DEBOUNCE_SECONDS = env.int("REFLEXION_DEBOUNCE_SECONDS", default=30)
+# Reflexion's task deadline; the hard limit kills it 30 s later.
+REFLEXION_SOFT_TIME_LIMIT = env.int("REFLEXION_SOFT_TIME_LIMIT", default=120)
+# How long `manage.py ask` waits for an in-process Reflexion before saying it goes on.
+ASK_REFLEXION_WAIT_SECONDS = env.float("ASK_REFLEXION_WAIT_SECONDS", default=150.0)
 
 if REDIS_URL:
     CACHES = {
