@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ seed: migrate
 ## PostgreSQL, Redis broker, supervised Celery workers.
 run: seed
 	bin/serve
+
+## Serve the app against a real local model: llama-cpp-python + SmolLM2-135M-Instruct on
+## 127.0.0.1:8081 (built and cached under ~/.cache/agent-ops/local-llm; docs/models.md).
+run-local-llm: seed
+	bin/run-local-llm
 
 ## The whole suite against the local PostgreSQL and Redis (fails if either is down).
 test: $(STAMP)
