@@ -38,12 +38,13 @@ run: seed
 run-local-llm: seed
 	bin/run-local-llm
 
-## The whole suite against the local PostgreSQL and Redis (fails if either is down).
+## The whole suite against the local PostgreSQL and Redis (fails if either is down). The
+## real-model tests run when bin/local-llm-install has been run, and say so when not.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy agents traces policies reviews bench
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
