@@ -184,7 +184,14 @@ class FakeOpenAIServer:
             return "ignore", None
         if self.flavour == "llama_cpp":
             if kind == "json_schema":
-                return "reject", (500, "Unsupported response_format type: 'json_schema'")
+                # What llama-cpp-python 0.3.x answers: FastAPI's validation error, wrapped
+                # as a 500 by its error handler.
+                return "reject", (
+                    500,
+                    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                    "'msg': \"Input should be 'text' or 'json_object'\", "
+                    "'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}]",
+                )
             if kind == "json_object" and isinstance(response_format.get("schema"), dict):
                 schema = response_format["schema"]
                 if _has_repetition_bound(schema):
