@@ -298,11 +298,15 @@ _NEGATION = r"(not|n't|never|no longer|cannot|can't|isn't|is not|ineligible|unab
 
 
 def _says_status(lowered: str, status: str) -> bool:
-    """The true status is named, and no other status is (a list of them says nothing)."""
-    named = {s for s in ORDER_STATUSES if re.search(rf"\b{s}\b", lowered)}
-    if status == "cancelled" and re.search(r"\bcanceled\b", lowered):
-        named.add("cancelled")
-    return named == {status}
+    """The true status is named and not negated, and the answer is no hedge listing several
+    (a delivered order that was then returned may mention its delivery date)."""
+    words = {s: rf"\b{s}\b" for s in ORDER_STATUSES}
+    words["cancelled"] = r"\bcancel+ed\b"
+    named = {s for s, pattern in words.items() if re.search(pattern, lowered)}
+    if status not in named or len(named) >= 3:
+        return False
+    negated = rf"\b(not|n't|never|yet to be)\b(\W+\w+){{0,2}}\W+{words[status]}"
+    return not re.search(negated, lowered)
 
 
 def _says_eligible(lowered: str) -> bool | None:
@@ -327,19 +331,18 @@ def _says_in_stock(lowered: str) -> bool | None:
 
 
 def _says_cheaper(lowered: str, winner: str, loser: str) -> bool:
-    """The cheaper product is named as cheaper (or the dearer one as dearer)."""
+    """The cheaper product is named as cheaper (or the dearer one as dearer): the subject of
+    a comparison word is the product named last before it."""
     if winner not in lowered or loser not in lowered:
         return False
-    cheaper = r"(cheaper|less expensive|costs less|lower price|more affordable|lowest)"
+    cheaper = r"(cheaper|less expensive|costs less|lower price|more affordable)"
     dearer = r"(more expensive|costs more|pricier|higher price|dearer)"
-    for name, other, words in ((winner, loser, cheaper), (loser, winner, dearer)):
-        position = lowered.find(name)
-        match = re.search(words, lowered[position:])
-        if match is not None:
-            # The first product named before the comparison word is its subject.
-            between = lowered[position : position + match.start()]
-            if other not in between:
-                return True
+    for words, right in ((cheaper, winner), (dearer, loser)):
+        for match in re.finditer(words, lowered):
+            before = lowered[: match.start()]
+            subject = max((winner, loser), key=before.rfind)
+            if before.rfind(subject) >= 0:
+                return subject == right
     return False
 
 

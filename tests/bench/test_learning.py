@@ -42,6 +42,13 @@ def test_tasks_are_seeded_split_and_carry_ground_truth(small_shop: Any) -> None:
         ({"status": "shipped"}, "finished", "It was delivered yesterday.", False),
         # Listing every status states none of them.
         ({"status": "shipped"}, "finished", "It is pending, shipped or delivered.", False),
+        ({"status": "shipped"}, "finished", "Your order has not shipped yet.", False),
+        (
+            {"status": "returned"},
+            "finished",
+            'Order #W1 has status "returned". It was delivered on May 2.',
+            True,
+        ),
         ({"eligible": True}, "finished", "Order #W1 is eligible for a return.", True),
         ({"eligible": True}, "finished", "Yes, you can return it until June 3.", True),
         ({"eligible": True}, "finished", "Order #W1 is not eligible for a return.", False),
