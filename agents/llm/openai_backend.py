@@ -246,7 +246,7 @@ class OpenAILLM:
             request = {
                 "model": self.model,
                 "temperature": 0,
-                "max_tokens": int(self.max_tokens.get("probe") or 32),
+                "max_tokens": int(self.max_tokens.get("probe") or 64),
                 **structured.request_fields(
                     dialect,
                     name="probe",

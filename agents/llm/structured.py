@@ -68,7 +68,8 @@ PROBE_MESSAGES = [
 _UNSUPPORTED_RE = re.compile(
     r"unsupported|not supported|not implemented|unknown (field|parameter|argument)|"
     r"unrecognized|invalid (request|value|type)|response_format|json_schema|guided_json|"
-    r"tool_choice|grammar|extra (inputs|fields) (are )?not permitted|validation error",
+    r"tool_choice|grammar|extra (inputs|fields) (are )?not permitted|validation error|"
+    r"exceeds? (the )?context|context (length|window)",
     re.IGNORECASE,
 )
 

@@ -221,7 +221,7 @@ LLM_MAX_TOKENS = {
     "rag_draft": 400,
     "rag_grade": 200,
     "reflexion": 400,
-    "probe": 32,
+    "probe": 64,
     "default": 512,
     **env.json("LLM_MAX_TOKENS", default={}),
 }

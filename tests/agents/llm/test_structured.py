@@ -205,6 +205,7 @@ def test_a_plain_500_is_still_retried() -> None:
         (500, "Internal error", False),
         (500, "Unsupported response_format type: 'json_schema'", True),
         (500, "failed to parse grammar", True),
+        (500, "Requested tokens (9000) exceed context window of 8192", True),
         (502, "response_format", False),
         (503, "", False),
     ],
