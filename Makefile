@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard mutation clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,16 +33,22 @@ seed: migrate
 run: seed
 	bin/serve
 
+## Serve the app against a real local model: llama-cpp-python + SmolLM2-135M-Instruct on
+## 127.0.0.1:8081 (built and cached under ~/.cache/agent-ops/local-llm; docs/models.md).
+run-local-llm: seed
+	bin/run-local-llm
+
 ## The whole suite against the local PostgreSQL and Redis (fails if either is down), in
 ## random order (pytest-randomly), with branch coverage; then each core module must hold
 ## its coverage floor (bench/coverage_gate.py, COVERAGE_FAIL_UNDER percent per module).
+## The real-model tests run when bin/local-llm-install has been run, and say so when not.
 COVERAGE_FAIL_UNDER ?= 95
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy agents traces policies reviews bench
 	mkdir -p var
-	$(VENV)/bin/pytest --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json
+	$(VENV)/bin/pytest --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
 	COVERAGE_FAIL_UNDER=$(COVERAGE_FAIL_UNDER) $(PY) bench/coverage_gate.py var/coverage.json
 
 lint: $(STAMP)

@@ -34,7 +34,7 @@ from agents.executor import (
 from agents.grounding import LookupHistory, answer_judge, unsupported_fact
 from agents.intents import intent_detect
 from agents.llm.base import LLMClient, LLMError, LLMResponse
-from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
+from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection, reasoning_json_schema
 from agents.observation import observation_reduce
 from agents.parsing import ModelFormatError, parse_reasoning, parse_reflection
 from agents.policy_runtime import (
@@ -469,7 +469,13 @@ class AgentRun:
             locale=self.style.locale.replace("_", "-"),
             time_zone=self.style.time_zone,
         )
-        response = await self._complete(messages, ReasoningStep, "reasoning", round_number)
+        response = await self._complete(
+            messages,
+            ReasoningStep,
+            "reasoning",
+            round_number,
+            json_schema=reasoning_json_schema({t.name: t.params_schema for t in self.tool_specs}),
+        )
         if response is None:
             return
         usage = self._usage(response)
@@ -946,10 +952,18 @@ class AgentRun:
 
     # --- helpers ---------------------------------------------------------------
     async def _complete(
-        self, messages: Any, schema: type, purpose: str, round_number: int
+        self,
+        messages: Any,
+        schema: type,
+        purpose: str,
+        round_number: int,
+        *,
+        json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse | None:
         try:
-            return await self.llm.complete(messages=messages, schema=schema, purpose=purpose)
+            return await self.llm.complete(
+                messages=messages, schema=schema, purpose=purpose, json_schema=json_schema
+            )
         except LLMError as exc:
             await self._stop("LLM_ERROR", f"{purpose}: {exc}", round_number=round_number)
             return None

@@ -405,11 +405,24 @@ async def run_execute(
         error_type=outcome.error_type,
         outcome=outcome.outcome,
     )
+    await sync_to_async(_otel_export)(trace_id)
     if reflect:
         from policies.services import run_ended
 
         await sync_to_async(run_ended)(trace_id=trace_id)
     return outcome
+
+
+def _otel_export(trace_id: str) -> None:
+    """Export the ended run as OpenTelemetry GenAI spans when OTEL_EXPORTER_OTLP_* is set."""
+    from agents.otel import otel_export_enabled, trace_export
+
+    if not otel_export_enabled():
+        return
+    try:
+        trace_export(trace_id)
+    except Exception:  # telemetry never fails a run
+        logger.exception("otel.export_failed", extra={"trace_id": trace_id})
 
 
 async def _uses_selfrag(query: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from celery import shared_task
@@ -22,10 +23,13 @@ _pending: list[Future[None]] = []
 
 def reflexion_inprocess_drain(*, timeout: float = 120.0) -> int:
     """Wait for the in-process Reflexion jobs queued so far (a CLI must not exit under
-    them); return how many finished."""
+    them); return how many finished. Raises TimeoutError when ``timeout`` seconds pass
+    first (the jobs go on; a job not waited for stays queued for the next drain)."""
     done = 0
+    deadline = time.monotonic() + timeout
     while _pending:
-        _pending.pop(0).result(timeout=timeout)
+        _pending[0].result(timeout=max(0.0, deadline - time.monotonic()))
+        _pending.pop(0)
         done += 1
     return done
 
@@ -73,8 +77,8 @@ def _reflect_inprocess(trace_id: str) -> None:
     name="policies.reflect_trace",
     ignore_result=True,
     acks_late=True,
-    soft_time_limit=120,
-    time_limit=150,
+    soft_time_limit=settings.REFLEXION_SOFT_TIME_LIMIT,
+    time_limit=settings.REFLEXION_SOFT_TIME_LIMIT + 30,
 )
 def reflect_trace(trace_id: str) -> None:
     """Turn a failed trace's classified errors into proposed strategies."""

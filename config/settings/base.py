@@ -202,10 +202,33 @@ LLM_MODEL = env("LLM_MODEL", default="gpt-4o-mini")
 LLM_API_KEY = env("LLM_API_KEY", default="")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=3)
+# The longest one model call may take, retries and backoff included; it must fit inside the
+# run's and Reflexion's time limits (system checks agents.E101-E104). Default: 60 s.
+LLM_CALL_BUDGET_SECONDS = env.float("LLM_CALL_BUDGET_SECONDS", default=60.0)
 LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=0.1)
-# USD per 1M tokens, for cost accounting of the openai backend.
-LLM_PRICE_INPUT_PER_MTOK = env.float("LLM_PRICE_INPUT_PER_MTOK", default=0.15)
-LLM_PRICE_OUTPUT_PER_MTOK = env.float("LLM_PRICE_OUTPUT_PER_MTOK", default=0.60)
+# How a request asks for schema-shaped JSON (docs/models.md): auto (probe once, cached in
+# var/), json_schema (OpenAI), json_object (llama-cpp-python), guided_json (vLLM), tools,
+# or prompt (no constraint; the lenient parser reads the text).
+LLM_STRUCTURED_OUTPUT = env("LLM_STRUCTURED_OUTPUT", default="auto")
+LLM_STRUCTURED_OUTPUT_CACHE = env(
+    "LLM_STRUCTURED_OUTPUT_CACHE", default=str(BASE_DIR / "var" / "llm-structured-output.json")
+)
+# max_tokens per call type; a JSON object merged over these defaults, e.g.
+# LLM_MAX_TOKENS='{"reasoning": 300}'. A runaway generation stops there.
+LLM_MAX_TOKENS = {
+    "reasoning": 400,
+    "reflection": 150,
+    "rag_draft": 400,
+    "rag_grade": 200,
+    "reflexion": 400,
+    "probe": 64,
+    "default": 512,
+    **env.json("LLM_MAX_TOKENS", default={}),
+}
+# USD per 1M tokens. Unset: agents/llm/pricing.py's table by model name, 0 for a model on a
+# loopback or private server (a local model costs no tokens).
+LLM_PRICE_INPUT_PER_MTOK = env.float("LLM_PRICE_INPUT_PER_MTOK", default=None)
+LLM_PRICE_OUTPUT_PER_MTOK = env.float("LLM_PRICE_OUTPUT_PER_MTOK", default=None)
 # The simulated model: a seeded, deterministic test and demo instrument.
 LLM_SIM_SEED = env.int("LLM_SIM_SEED", default=7)
 LLM_SIM_LATENCY_MS = env.int("LLM_SIM_LATENCY_MS", default=0)
@@ -297,6 +320,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # --- Reflexion ---------------------------------------------------------------------
 REFLEXION_ENABLED = env.bool("REFLEXION_ENABLED", default=True)
 REFLEXION_DEBOUNCE_SECONDS = env.int("REFLEXION_DEBOUNCE_SECONDS", default=30)
+# Reflexion's task deadline; the hard limit kills it 30 s later.
+REFLEXION_SOFT_TIME_LIMIT = env.int("REFLEXION_SOFT_TIME_LIMIT", default=120)
+# How long `manage.py ask` waits for an in-process Reflexion before saying it goes on.
+ASK_REFLEXION_WAIT_SECONDS = env.float("ASK_REFLEXION_WAIT_SECONDS", default=150.0)
 
 # --- Review queue ----------------------------------------------------------------------
 # Auto-merge: a strategy whose replay passed and whose confidence is at least the minimum

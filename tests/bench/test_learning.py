@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,29 @@ def test_tasks_are_seeded_split_and_carry_ground_truth(small_shop: Any) -> None:
 @pytest.mark.parametrize(
     ("expected", "status", "answer", "ok"),
     [
-        ({"contains_any": ['"shipped"']}, "finished", 'Order #W1 has status "shipped".', True),
-        ({"contains_any": ['"shipped"']}, "fallback", 'Order #W1 has status "shipped".', False),
-        ({"contains_any": ['"shipped"']}, "finished", "I could not find it.", False),
+        ({"status": "shipped"}, "finished", 'Order #W1 has status "shipped".', True),
+        ({"status": "shipped"}, "finished", "Good news: your parcel has Shipped with UPS.", True),
+        ({"status": "shipped"}, "fallback", 'Order #W1 has status "shipped".', False),
+        ({"status": "shipped"}, "finished", "I could not find it.", False),
+        ({"status": "shipped"}, "finished", "It was delivered yesterday.", False),
+        # Listing every status states none of them.
+        ({"status": "shipped"}, "finished", "It is pending, shipped or delivered.", False),
+        ({"status": "shipped"}, "finished", "Your order has not shipped yet.", False),
+        (
+            {"status": "returned"},
+            "finished",
+            'Order #W1 has status "returned". It was delivered on May 2.',
+            True,
+        ),
+        ({"eligible": True}, "finished", "Order #W1 is eligible for a return.", True),
+        ({"eligible": True}, "finished", "Yes, you can return it until June 3.", True),
+        ({"eligible": True}, "finished", "Order #W1 is not eligible for a return.", False),
+        ({"eligible": False}, "finished", "Sorry, that order can't be returned.", True),
+        ({"eligible": False}, "finished", "This order is ineligible.", True),
+        ({"eligible": False}, "finished", "Order #W1 is eligible for a return.", False),
+        ({"amounts": [1299.0, 1199.5]}, "finished", "It costs $1,199.50 after discount.", True),
+        ({"amounts": [1299.0]}, "finished", "The price is USD 1299.", True),
+        ({"amounts": [1299.0]}, "finished", "The price is USD 1399.", False),
         ({"stock_by_sku": {"AB-1234-XX": True}}, "finished", "AB-1234-XX is in stock: 4.", True),
         ({"stock_by_sku": {"AB-1234-XX": False}}, "finished", "AB-1234-XX is in stock: 4.", False),
         (
@@ -47,6 +68,44 @@ def test_tasks_are_seeded_split_and_carry_ground_truth(small_shop: Any) -> None:
             "AB-1234-XX is currently out of stock.",
             True,
         ),
+        (
+            {"stock_by_sku": {"AB-1234-XX": False}},
+            "finished",
+            "Sorry, ab-1234-xx is sold out.",
+            True,
+        ),
+        (
+            {"cheaper": "Lamp", "dearer": "Desk"},
+            "finished",
+            "The Lamp is cheaper than the Desk.",
+            True,
+        ),
+        (
+            {"cheaper": "Lamp", "dearer": "Desk"},
+            "finished",
+            "The desk costs more than the lamp.",
+            True,
+        ),
+        (
+            {"cheaper": "Lamp", "dearer": "Desk"},
+            "finished",
+            "The Desk is $90 and the Lamp $20, so the Lamp costs less.",
+            True,
+        ),
+        (
+            {"cheaper": "Lamp", "dearer": "Desk"},
+            "finished",
+            "The Desk is cheaper than the Lamp.",
+            False,
+        ),
+        (
+            {"same_price": ["Lamp", "Desk"]},
+            "finished",
+            "The Lamp and the Desk cost the same.",
+            True,
+        ),
+        ({"contains_any": ["3-5 business days"]}, "finished", "It takes 3–5 Business Days.", True),
+        ({"contains_any": ["3-5 business days"]}, "finished", "It takes a week.", False),
     ],
 )
 def test_answers_are_scored_against_ground_truth(
@@ -116,5 +175,25 @@ def test_a_small_experiment_runs_both_arms_and_writes_the_report(
 def test_the_command_refuses_without_confirmation_or_with_too_few_tasks(db: None) -> None:
     with pytest.raises(CommandError, match="dedicated database"):
         call_command("bench_learning")
-    with pytest.raises(CommandError, match="200"):
-        call_command("bench_learning", "--yes", "--tasks", "50")
+    with pytest.raises(CommandError, match="at least 12"):
+        call_command("bench_learning", "--yes", "--tasks", "11")
+
+
+def test_a_small_run_is_allowed_with_a_warning_about_power(
+    small_shop: Any, tmp_path: Path, settings: Any
+) -> None:
+    settings.LLM_BACKEND = "simulated"
+    out, err = StringIO(), StringIO()
+    call_command(
+        "bench_learning",
+        "--yes",
+        "--tasks",
+        "12",
+        "--output",
+        str(tmp_path),
+        stdout=out,
+        stderr=err,
+    )
+    assert "warning: 12 tasks (7 held out) have little statistical power" in err.getvalue()
+    assert "held-out success: control" in out.getvalue()
+    assert json.loads((tmp_path / "learning-latest.json").read_text())["config"]
