@@ -57,7 +57,11 @@ def _replay(kind: str, branch: dict[str, Any], facts: FailureFacts) -> tuple[boo
     # Every replay is a Job that ran to the end and says whether the strategy passed.
     job = Job.objects.filter(kind=Job.Kind.REPLAY).latest("pk")
     assert (job.status, job.done, job.total) == ("finished", 1, 1)
+    assert job.name == f"replay {kind} for {facts.signature}"
     assert job.message == (("passed: " if passed else "failed: ") + detail)[:300]
+    if kind != "prompt_hint":
+        # a step replay links the run it replayed (a hint links its replay run)
+        assert job.result_url == f"/traces/{facts.trace_id}/"
     return passed, detail
 
 
