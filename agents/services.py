@@ -366,7 +366,14 @@ async def run_execute(
         if policy is None:
             from policies.selectors import runtime_policy_for_run
 
-            policy = await sync_to_async(runtime_policy_for_run)(bucket=trace.policy_bucket)
+            # A conversation stays on one version: an open rollout buckets by customer or
+            # session; the version it ran (canary or stable) is recorded on the trace.
+            policy = await sync_to_async(runtime_policy_for_run)(
+                bucket=trace.policy_bucket,
+                customer_id=trace.customer_id,
+                session_id=trace.session_id,
+                trace_id=trace_id,
+            )
         if policy.version != trace.policy_version:
             await sync_to_async(trace_services.trace_set_policy)(
                 trace_id=trace_id, version=policy.version

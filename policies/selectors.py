@@ -12,25 +12,58 @@ from django.db.models import Prefetch, Q, QuerySet
 
 from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
 from policies.branches import runtime_policy_compile
-from policies.models import PolicyVersion, Strategy, StrategyConfidenceEvent
+from policies.models import PolicyVersion, Rollout, Strategy, StrategyConfidenceEvent
+from policies.rollout_stats import rollout_routes_canary, routing_key
 from traces.models import Trace
 from traces.selectors import traces_visible_to
 
 # Reading the policy tree, its versions and strategy histories (ops, admins).
 VIEW_POLICIES = "policies.view_policyversion"
+# Pausing, resuming, setting, promoting and rolling back canary rollouts (ops, admins).
+MANAGE_ROLLOUTS = "policies.manage_rollouts"
 
 # Strategies a version lists that the runtime still applies (deprecated/rejected stop).
 APPLIED_STATUSES = (Strategy.Status.ACTIVE, Strategy.Status.APPROVED, Strategy.Status.IN_REVIEW)
 
-# A new version or a deprecation must reach every worker within a second: the compiled
-# policy is cached per process for at most this long.
-_CACHE_SECONDS = 1.0
+# A new version, a deprecation or a rollout percentage must reach every worker within a
+# second: the routing state (the stable and canary policies and the split) is cached per
+# process for at most half of that.
+_CACHE_SECONDS = 0.5
 _cache_lock = threading.Lock()
-_cache: dict[str, tuple[float, RuntimePolicy]] = {}
+_cache: dict[str, tuple[float, PolicyRouting]] = {}
+
+
+@dataclass(frozen=True)
+class PolicyRouting:
+    """What a process needs to route a run: stable, and the open rollout's canary if any."""
+
+    stable: RuntimePolicy
+    canary: RuntimePolicy | None = None
+    rollout_id: int | None = None
+    percent: int = 0
+
+    def policy_for(self, *, key: str, bucket: int | None) -> RuntimePolicy:
+        if self.canary is None or self.rollout_id is None or self.percent <= 0:
+            return self.stable
+        if key:
+            on_canary = rollout_routes_canary(
+                rollout_id=self.rollout_id, key=key, percent=self.percent
+            )
+        else:
+            # Nothing names the conversation: the run's own bucket 0..99 decides.
+            on_canary = bucket is not None and bucket < self.percent
+        return self.canary if on_canary else self.stable
 
 
 def policy_version_active() -> PolicyVersion | None:
     return PolicyVersion.objects.filter(is_active=True).first()
+
+
+def rollout_open() -> Rollout | None:
+    """The open rollout (running or paused): at most one exists."""
+    return (
+        Rollout.objects.select_related("version", "stable", "strategy").filter(is_open=True).first()
+    )
 
 
 def runtime_policy_build(version: PolicyVersion | None) -> RuntimePolicy:
@@ -42,18 +75,40 @@ def runtime_policy_build(version: PolicyVersion | None) -> RuntimePolicy:
     return runtime_policy_compile(version=version.label, strategies=list(rows))
 
 
-def runtime_policy_for_run(*, bucket: int | None = None) -> RuntimePolicy:
-    """The policy a run applies: the active version (canary buckets arrive with rollouts)."""
-    key = "active"
+def policy_routing_build() -> PolicyRouting:
+    stable = runtime_policy_build(policy_version_active())
+    rollout = rollout_open()
+    if rollout is None:
+        return PolicyRouting(stable=stable)
+    return PolicyRouting(
+        stable=stable,
+        canary=runtime_policy_build(rollout.version),
+        rollout_id=rollout.pk,
+        percent=rollout.percent,
+    )
+
+
+def policy_routing() -> PolicyRouting:
+    key = "routing"
     now = time.monotonic()
     with _cache_lock:
         cached = _cache.get(key)
         if cached and now - cached[0] < _CACHE_SECONDS:
             return cached[1]
-    policy = runtime_policy_build(policy_version_active())
+    routing = policy_routing_build()
     with _cache_lock:
-        _cache[key] = (now, policy)
-    return policy
+        _cache[key] = (now, routing)
+    return routing
+
+
+def runtime_policy_for_run(
+    *, bucket: int | None = None, customer_id: str = "", session_id: str = "", trace_id: str = ""
+) -> RuntimePolicy:
+    """The policy a run applies: stable, or the open rollout's canary for the share of
+    customers (else sessions, else runs) its percentage selects. ``bucket`` (0..99) only
+    decides for a run that names none of them."""
+    key = routing_key(customer_id=customer_id, session_id=session_id, trace_id=trace_id)
+    return policy_routing().policy_for(key=key, bucket=bucket)
 
 
 def runtime_policy_cache_clear() -> None:

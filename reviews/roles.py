@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
 from agents.services import START_RUN
-from policies.selectors import VIEW_POLICIES
+from policies.selectors import MANAGE_ROLLOUTS, VIEW_POLICIES
 from reviews.selectors import REVIEW_STRATEGIES
 from traces.selectors import VIEW_ALL_TRACES, VIEW_JOBS
 
@@ -33,6 +33,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         INJECT_FAULTS,
         VIEW_POLICIES,
         VIEW_JOBS,
+        MANAGE_ROLLOUTS,
     ),
 }
 
