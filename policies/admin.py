@@ -7,6 +7,8 @@ from policies.models import (
     Policy,
     PolicyVersion,
     ReflexionProposal,
+    Rollout,
+    RolloutDecision,
     Strategy,
     StrategyConfidenceEvent,
 )
@@ -78,4 +80,32 @@ class StrategyConfidenceEventAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in StrategyConfidenceEvent._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Rollout)
+class RolloutAdmin(admin.ModelAdmin):
+    """Read-only: rollouts move through the rollout page (audited, with numbers)."""
+
+    list_display = ["id", "version", "stable", "strategy", "state", "percent", "created_at"]
+    list_filter = ["state"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(RolloutDecision)
+class RolloutDecisionAdmin(admin.ModelAdmin):
+    """Append-only history written by the evaluator and the manual controls."""
+
+    list_display = ["at", "rollout", "action", "from_percent", "to_percent", "actor_kind"]
+    list_filter = ["action", "actor_kind"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Aggregate, Count, FloatField, Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from policies.models import PolicyVersion, Rollout, RolloutDecision, Strategy
@@ -28,7 +28,12 @@ from policies.rollout_stats import (
     rollout_judge,
     schedule_next,
 )
-from policies.selectors import APPLIED_STATUSES, runtime_policy_cache_clear
+from policies.selectors import (
+    APPLIED_STATUSES,
+    RUN_ERROR,
+    PercentileCont,
+    runtime_policy_cache_clear,
+)
 from policies.services import audit, policy_members_with
 from reviews.models import AuditLog
 from traces.models import Trace
@@ -42,17 +47,6 @@ HOLD_RECORD_SECONDS = 3600
 
 class RolloutError(ValueError):
     """A manual control that does not apply to the rollout's state (shown to the user)."""
-
-
-class PercentileCont(Aggregate):
-    """PostgreSQL's interpolated percentile (the same rule as ``rollout_stats.percentile``)."""
-
-    function = "PERCENTILE_CONT"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
-        super().__init__(expression, fraction=float(fraction), **extra)
 
 
 def rollout_rules() -> RolloutRules:
@@ -86,7 +80,8 @@ def _stable_label(rollout: Rollout) -> str:
 
 
 def arm_stats(*, version_label: str, start: datetime, end: datetime) -> ArmStats:
-    """Customer runs that ran ``version_label`` and ended in [start, end)."""
+    """Customer runs that ran ``version_label`` and started in [start, end). An error is a
+    failed run or one that ended with an error type (a handover after a failure)."""
     runs = Trace.objects.filter(
         origin=Trace.Origin.CUSTOMER,
         policy_version=version_label,
@@ -96,13 +91,13 @@ def arm_stats(*, version_label: str, start: datetime, end: datetime) -> ArmStats
     )
     totals = runs.aggregate(
         n=Count("id"),
-        errors=Count("id", filter=Q(status=Trace.Status.FAILED)),
+        errors=Count("id", filter=RUN_ERROR),
         successes=Count("id", filter=Q(status=Trace.Status.FINISHED)),
         p50=PercentileCont("total_latency_ms", 0.5),
         p95=PercentileCont("total_latency_ms", 0.95),
     )
     types = dict(
-        runs.filter(status=Trace.Status.FAILED)
+        runs.filter(RUN_ERROR)
         .exclude(error_type="")
         .order_by()
         .values_list("error_type")
@@ -520,7 +515,11 @@ def rollouts_evaluate(*, now: datetime | None = None) -> RolloutDecision | None:
         return started.decisions.order_by("-pk").first() if started else None
     window = rollout_window(rollout, now=now)
     verdict = rollout_judge(canary=window.canary, stable=window.stable, rules=rollout_rules())
-    if rollout.strategy.status in (Strategy.Status.DEPRECATED, Strategy.Status.REJECTED):
+    if verdict.action != "rollback" and rollout.strategy.status in (
+        Strategy.Status.DEPRECATED,
+        Strategy.Status.REJECTED,
+    ):
+        # Confidence bookkeeping gave up on it: the canary no longer applies it anyway.
         verdict = Verdict("rollback", f"{rollout.strategy.label} was {rollout.strategy.status}")
     if verdict.action == "promote" and rollout.state == Rollout.State.PAUSED:
         verdict = Verdict(

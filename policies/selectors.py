@@ -5,14 +5,23 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Aggregate, Count, FloatField, Prefetch, Q, QuerySet
+from django.db.models.functions import Trunc
+from django.utils import timezone
 
 from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
 from policies.branches import runtime_policy_compile
-from policies.models import PolicyVersion, Rollout, Strategy, StrategyConfidenceEvent
+from policies.models import (
+    PolicyVersion,
+    Rollout,
+    RolloutDecision,
+    Strategy,
+    StrategyConfidenceEvent,
+)
 from policies.rollout_stats import rollout_routes_canary, routing_key
 from traces.models import Trace
 from traces.selectors import traces_visible_to
@@ -227,3 +236,102 @@ def strategy_approvals_by_error_type(*, error_types: list[str]) -> dict[str, lis
     for error_type, approved_at in rows:
         approvals.setdefault(error_type, []).append(approved_at)
     return approvals
+
+
+# --- the rollout pages --------------------------------------------------------------------
+
+
+# A run that failed, or ended (handed over) after an error it could not get past.
+RUN_ERROR = Q(status=Trace.Status.FAILED) | ~Q(error_type="")
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's interpolated percentile (the same rule as ``rollout_stats.percentile``)."""
+
+    function = "PERCENTILE_CONT"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+def user_can_manage_rollouts(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(user.has_perm(MANAGE_ROLLOUTS))  # type: ignore[union-attr]
+
+
+def rollouts_page(*, limit: int = 100) -> list[Rollout]:
+    """The open rollout first, then the latest ended ones."""
+    return list(
+        Rollout.objects.select_related("version", "stable", "strategy", "created_by").order_by(
+            "-is_open", "-created_at", "-id"
+        )[:limit]
+    )
+
+
+def rollout_decisions(*, rollout: Rollout) -> list[RolloutDecision]:
+    return list(rollout.decisions.select_related("actor").order_by("at", "id"))
+
+
+def _series_bucket(span_seconds: float) -> str:
+    if span_seconds <= 3 * 3600:
+        return "minute"
+    if span_seconds <= 4 * 86400:
+        return "hour"
+    return "day"
+
+
+def rollout_series(*, rollout: Rollout) -> dict[str, Any]:
+    """Canary and stable per time bucket since the rollout started: runs, error rate,
+    success rate and p95 latency, plus the canary percentage after each decision."""
+    start = rollout.created_at
+    end = rollout.ended_at or timezone.now()
+    bucket = _series_bucket((end - start).total_seconds())
+    labels = {"canary": rollout.version.label}
+    labels["stable"] = rollout.stable.label if rollout.stable is not None else ""
+    rows = (
+        Trace.objects.filter(
+            origin=Trace.Origin.CUSTOMER,
+            status__in=Trace.TERMINAL_STATUSES,
+            created_at__gte=start,
+            created_at__lte=end,
+            policy_version__in=list(labels.values()),
+        )
+        .annotate(at=Trunc("created_at", bucket, tzinfo=UTC))
+        .values("at", "policy_version")
+        .annotate(
+            n=Count("id"),
+            errors=Count("id", filter=RUN_ERROR),
+            successes=Count("id", filter=Q(status=Trace.Status.FINISHED)),
+            p95=PercentileCont("total_latency_ms", 0.95),
+        )
+        .order_by("at")
+    )
+    buckets: list[datetime] = []
+    cells: dict[tuple[datetime, str], dict[str, Any]] = {}
+    for row in rows:
+        if row["at"] not in buckets:
+            buckets.append(row["at"])
+        cells[(row["at"], row["policy_version"])] = row
+
+    def arm(label: str) -> dict[str, list[Any]]:
+        series: dict[str, list[Any]] = {"n": [], "error_rate": [], "success_rate": [], "p95_ms": []}
+        for at in buckets:
+            cell = cells.get((at, label))
+            n = cell["n"] if cell else 0
+            series["n"].append(n)
+            series["error_rate"].append(round(cell["errors"] / n, 4) if cell and n else None)
+            series["success_rate"].append(round(cell["successes"] / n, 4) if cell and n else None)
+            series["p95_ms"].append(round(cell["p95"], 1) if cell and n else None)
+        return series
+
+    return {
+        "bucket": bucket,
+        "buckets": [at.isoformat() for at in buckets],
+        "canary": {"label": labels["canary"], **arm(labels["canary"])},
+        "stable": {"label": labels["stable"] or "no policy", **arm(labels["stable"])},
+        "decisions": [
+            {"at": d.at.isoformat(), "action": d.action, "to_percent": d.to_percent}
+            for d in rollout.decisions.order_by("at", "id")
+        ],
+    }

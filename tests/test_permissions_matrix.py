@@ -25,7 +25,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.models import KnowledgeArticle, Tool, ToolAlert, ToolResultCache
-from policies.models import PolicyVersion, ReflexionProposal, Strategy
+from policies.models import PolicyVersion, ReflexionProposal, Rollout, Strategy
 from policies.services import strategy_outcome_record
 from reviews.models import ReviewItem
 from reviews.services import review_item_approve
@@ -129,6 +129,20 @@ ROUTES: dict[str, Route] = {
     "policies/diff/": Route("/policies/diff/?a={version}&b={version}", {"GET": OPS_PAGE}),
     "policies/strategies/<int:strategy_id>/": Route(
         "/policies/strategies/{strategy}/", {"GET": OPS_PAGE}
+    ),
+    "policies/rollouts/": Route("/policies/rollouts/", {"GET": OPS_PAGE}),
+    "policies/rollouts/<int:rollout_id>/": Route(
+        "/policies/rollouts/{rollout}/", {"GET": OPS_PAGE}
+    ),
+    "policies/rollouts/<int:rollout_id>/series/": Route(
+        "/policies/rollouts/{rollout}/series/", {"GET": OPS_PAGE}
+    ),
+    # GET asks for confirmation; a confirmed move redirects back to the rollout (a second
+    # pause is refused with a message, still a redirect).
+    "policies/rollouts/<int:rollout_id>/<slug:action>/": Route(
+        "/policies/rollouts/{rollout}/pause/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 302, 302)},
+        form=True,
     ),
     # An empty decision is refused with a message and a redirect: nothing is decided.
     "reviews/<int:item_id>/decide/": Route(
@@ -274,6 +288,8 @@ ADMIN_REFUSED = {
     ("policies.policyversion", "add"),
     ("reviews.auditlog", "add"),
     ("policies.strategyconfidenceevent", "add"),
+    ("policies.rollout", "add"),
+    ("policies.rolloutdecision", "add"),
     ("traces.job", "add"),
     *(
         (f"traces.{name}", "add")
@@ -394,7 +410,9 @@ def world(
         "step": step.pk,
         "conversation": "s-world",
         "item": open_item.pk,
-        "version": PolicyVersion.objects.get(is_active=True).number,
+        # the approval above started a canary: its version exists, inactive
+        "version": PolicyVersion.objects.order_by("-number").values_list("number", flat=True)[0],
+        "rollout": Rollout.objects.get().pk,
         "strategy": decided.strategy_id,
         "support_pk": support_user.pk,
         "trace_ct": ContentType.objects.get_for_model(Trace).pk,
