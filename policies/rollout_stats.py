@@ -10,6 +10,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # Buckets per rollout: 10 000 lets a schedule step be a hundredth of a percent apart.
 BUCKETS = 10_000
@@ -112,6 +113,24 @@ class RolloutRules:
     latency_min_samples: int = 30
     burst: int = 5
     min_improvement: float = MIN_RELATIVE_IMPROVEMENT
+
+
+def rules_from(source: Any) -> RolloutRules:
+    """The rules named by ``source``'s ROLLOUT_* settings (django.conf.settings, or the
+    settings module itself for a caller without Django set up)."""
+    return RolloutRules(
+        alpha=source.ROLLOUT_ALPHA,
+        min_samples=source.ROLLOUT_MIN_SAMPLES,
+        latency_budget_ms=source.ROLLOUT_LATENCY_BUDGET_MS,
+        latency_min_samples=source.ROLLOUT_LATENCY_MIN_SAMPLES,
+        burst=source.ROLLOUT_BURST,
+    )
+
+
+def schedule_from(source: Any) -> list[int]:
+    """ROLLOUT_SCHEDULE sorted, without steps outside 1..100 (``[100]`` when empty)."""
+    steps = sorted({int(p) for p in source.ROLLOUT_SCHEDULE if 0 < int(p) <= 100})
+    return steps or [100]
 
 
 @dataclass(frozen=True)

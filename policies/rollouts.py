@@ -26,6 +26,8 @@ from policies.rollout_stats import (
     RolloutRules,
     Verdict,
     rollout_judge,
+    rules_from,
+    schedule_from,
     schedule_next,
 )
 from policies.selectors import (
@@ -50,18 +52,11 @@ class RolloutError(ValueError):
 
 
 def rollout_rules() -> RolloutRules:
-    return RolloutRules(
-        alpha=settings.ROLLOUT_ALPHA,
-        min_samples=settings.ROLLOUT_MIN_SAMPLES,
-        latency_budget_ms=settings.ROLLOUT_LATENCY_BUDGET_MS,
-        latency_min_samples=settings.ROLLOUT_LATENCY_MIN_SAMPLES,
-        burst=settings.ROLLOUT_BURST,
-    )
+    return rules_from(settings)
 
 
 def rollout_schedule() -> list[int]:
-    steps = sorted({int(p) for p in settings.ROLLOUT_SCHEDULE if 0 < int(p) <= 100})
-    return steps or [100]
+    return schedule_from(settings)
 
 
 # --- the window -----------------------------------------------------------------------------
