@@ -25,6 +25,7 @@ from policies.rollout_stats import (
     ArmStats,
     RolloutRules,
     Verdict,
+    percentile,
     rollout_judge,
     rules_from,
     schedule_from,
@@ -34,6 +35,7 @@ from policies.selectors import (
     APPLIED_STATUSES,
     RUN_ERROR,
     PercentileCont,
+    percentiles_in_database,
     runtime_policy_cache_clear,
 )
 from policies.services import audit, policy_members_with
@@ -84,13 +86,19 @@ def arm_stats(*, version_label: str, start: datetime, end: datetime) -> ArmStats
         created_at__gte=start,
         created_at__lt=end,
     )
-    totals = runs.aggregate(
-        n=Count("id"),
-        errors=Count("id", filter=RUN_ERROR),
-        successes=Count("id", filter=Q(status=Trace.Status.FINISHED)),
-        p50=PercentileCont("total_latency_ms", 0.5),
-        p95=PercentileCont("total_latency_ms", 0.95),
-    )
+    aggregates: dict[str, Any] = {
+        "n": Count("id"),
+        "errors": Count("id", filter=RUN_ERROR),
+        "successes": Count("id", filter=Q(status=Trace.Status.FINISHED)),
+    }
+    if percentiles_in_database():
+        aggregates["p50"] = PercentileCont("total_latency_ms", 0.5)
+        aggregates["p95"] = PercentileCont("total_latency_ms", 0.95)
+    totals = runs.aggregate(**aggregates)
+    if not percentiles_in_database():
+        # SQLite (the embedded shape) has no percentile aggregate: same rule, in Python.
+        latencies = list(runs.values_list("total_latency_ms", flat=True))
+        totals["p50"], totals["p95"] = percentile(latencies, 50), percentile(latencies, 95)
     types = dict(
         runs.filter(RUN_ERROR)
         .exclude(error_type="")

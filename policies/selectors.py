@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
 from django.db.models import Aggregate, Count, FloatField, Prefetch, Q, QuerySet
 from django.db.models.functions import Trunc
 from django.utils import timezone
@@ -22,7 +23,7 @@ from policies.models import (
     Strategy,
     StrategyConfidenceEvent,
 )
-from policies.rollout_stats import rollout_routes_canary, routing_key
+from policies.rollout_stats import percentile, rollout_routes_canary, routing_key
 from traces.models import Trace
 from traces.selectors import traces_visible_to
 
@@ -256,6 +257,11 @@ class PercentileCont(Aggregate):
         super().__init__(expression, fraction=float(fraction), **extra)
 
 
+def percentiles_in_database() -> bool:
+    """PostgreSQL computes percentiles; SQLite (the embedded shape) does not."""
+    return connection.vendor == "postgresql"
+
+
 def user_can_manage_rollouts(user: AbstractBaseUser | AnonymousUser) -> bool:
     return bool(user.has_perm(MANAGE_ROLLOUTS))  # type: ignore[union-attr]
 
@@ -289,24 +295,28 @@ def rollout_series(*, rollout: Rollout) -> dict[str, Any]:
     bucket = _series_bucket((end - start).total_seconds())
     labels = {"canary": rollout.version.label}
     labels["stable"] = rollout.stable.label if rollout.stable is not None else ""
-    rows = (
-        Trace.objects.filter(
-            origin=Trace.Origin.CUSTOMER,
-            status__in=Trace.TERMINAL_STATUSES,
-            created_at__gte=start,
-            created_at__lte=end,
-            policy_version__in=list(labels.values()),
-        )
-        .annotate(at=Trunc("created_at", bucket, tzinfo=UTC))
-        .values("at", "policy_version")
-        .annotate(
-            n=Count("id"),
-            errors=Count("id", filter=RUN_ERROR),
-            successes=Count("id", filter=Q(status=Trace.Status.FINISHED)),
-            p95=PercentileCont("total_latency_ms", 0.95),
-        )
-        .order_by("at")
-    )
+    runs = Trace.objects.filter(
+        origin=Trace.Origin.CUSTOMER,
+        status__in=Trace.TERMINAL_STATUSES,
+        created_at__gte=start,
+        created_at__lte=end,
+        policy_version__in=list(labels.values()),
+    ).annotate(at=Trunc("created_at", bucket, tzinfo=UTC))
+    counts: dict[str, Any] = {
+        "n": Count("id"),
+        "errors": Count("id", filter=RUN_ERROR),
+        "successes": Count("id", filter=Q(status=Trace.Status.FINISHED)),
+    }
+    if percentiles_in_database():
+        counts["p95"] = PercentileCont("total_latency_ms", 0.95)
+    rows = list(runs.values("at", "policy_version").annotate(**counts).order_by("at"))
+    if not percentiles_in_database():
+        # SQLite: the p95 of each cell in Python (the embedded shape's volumes are small).
+        latencies: dict[tuple[datetime, str], list[float]] = {}
+        for at, label, latency in runs.values_list("at", "policy_version", "total_latency_ms"):
+            latencies.setdefault((at, label), []).append(latency)
+        for row in rows:
+            row["p95"] = percentile(latencies.get((row["at"], row["policy_version"]), []), 95)
     buckets: list[datetime] = []
     cells: dict[tuple[datetime, str], dict[str, Any]] = {}
     for row in rows:
