@@ -310,3 +310,29 @@ def test_evaluate_rollouts_is_on_the_beat_schedule(settings: Any) -> None:
     entry = settings.CELERY_BEAT_SCHEDULE["policies-evaluate-rollouts"]
     assert entry["task"] == "policies.evaluate_rollouts"
     assert entry["schedule"] == settings.ROLLOUT_EVALUATE_INTERVAL_SECONDS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_worker_loop_judges_rollouts_without_a_broker(
+    make_strategy: Any, support_agent: Any
+) -> None:
+    import time
+
+    from agents.inprocess import rollouts_evaluate_forever
+    from agents.loop_runner import loop_runner
+
+    version = strategy_activate(
+        strategy=make_strategy(status=Strategy.Status.IN_REVIEW), author_kind="reviewer"
+    )
+    rollout = Rollout.objects.get(version=version)
+    runs(support_agent, rollout.version.label, failed=5, error_type="INVALID_PARAMETER")
+    loop = loop_runner().submit(rollouts_evaluate_forever(interval=0.05))
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and Rollout.objects.get(pk=rollout.pk).is_open:
+            time.sleep(0.05)  # polling the row the loop writes
+    finally:
+        loop.cancel()
+    rollout.refresh_from_db()
+    assert rollout.state == "rolled_back"
+    assert rollout.decisions.get(action="rollback").actor_kind == "evaluator"
