@@ -336,3 +336,45 @@ def test_the_embedded_worker_loop_judges_rollouts_without_a_broker(
     rollout.refresh_from_db()
     assert rollout.state == "rolled_back"
     assert rollout.decisions.get(action="rollback").actor_kind == "evaluator"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_approvals_open_one_rollout_and_the_other_waits(make_strategy: Any) -> None:
+    import threading
+
+    from django.db import close_old_connections
+
+    strategies = [
+        make_strategy(status=Strategy.Status.IN_REVIEW),
+        make_strategy(
+            kind="prompt_hint",
+            branch={"tool": "get_order", "text": "Quote the order status verbatim."},
+            error_type="HALLUCINATED_ANSWER",
+            status=Strategy.Status.IN_REVIEW,
+        ),
+    ]
+    barrier = threading.Barrier(2)
+    results: dict[int, Any] = {}
+
+    def approve(strategy: Strategy) -> None:
+        try:
+            barrier.wait(timeout=10)
+            results[strategy.pk] = strategy_activate(strategy=strategy, author_kind="reviewer")
+        except Exception as exc:  # reported below
+            results[strategy.pk] = exc
+        finally:
+            close_old_connections()
+
+    threads = [threading.Thread(target=approve, args=(s,)) for s in strategies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(isinstance(r, Exception) for r in results.values()), results
+    started = [pk for pk, version in results.items() if version is not None]
+    assert len(started) == 1 and len(results) == 2
+    assert Rollout.objects.filter(is_open=True).count() == 1
+    assert PolicyVersion.objects.count() == 1  # the waiting approval wrote no version
+    waiting = next(s for s in strategies if s.pk not in started)
+    waiting.refresh_from_db()
+    assert waiting.status == "approved"
