@@ -368,7 +368,14 @@ async def run_execute(
             from policies.experiments import CONTROL, experiment_arm_for_run
             from policies.selectors import runtime_policy_for_run
 
-            policy = await sync_to_async(runtime_policy_for_run)(bucket=trace.policy_bucket)
+            # A conversation stays on one version: an open rollout buckets by customer or
+            # session; the version it ran (canary or stable) is recorded on the trace.
+            policy = await sync_to_async(runtime_policy_for_run)(
+                bucket=trace.policy_bucket,
+                customer_id=trace.customer_id,
+                session_id=trace.session_id,
+                trace_id=trace_id,
+            )
             # An A/B experiment's control arm runs without the learned strategies.
             if await sync_to_async(experiment_arm_for_run)(trace=trace) == CONTROL:
                 policy = EMPTY_POLICY

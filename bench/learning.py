@@ -715,11 +715,14 @@ def _experiment_run(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     call_command("demo_seed", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
     agent = Agent.objects.get(slug=DEFAULT_AGENT_SLUG)
-    previous = (settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL)
+    previous = (settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL, settings.POLICY_PUBLISH)
     # The environment's injected 500s are expected; don't log each one as a server error.
     logging.getLogger("django.request").setLevel(logging.CRITICAL)
     # Learning is driven explicitly below, in order, instead of by background jobs.
     settings.REFLEXION_ENABLED = False
+    # This report measures what learning buys, not the canary: approvals publish at once
+    # (bench.rollout measures rollouts).
+    settings.POLICY_PUBLISH = "at_once"
     try:
         with sandbox_server() as base_url:
             settings.SANDBOX_BASE_URL = base_url
@@ -763,7 +766,7 @@ def _experiment_run(
 
             faultrule_clear()
     finally:
-        settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL = previous
+        settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL, settings.POLICY_PUBLISH = previous
 
     c, t = arms["control"].results, arms["treatment"].results
     cs, ts = sum(r.success for r in c), sum(r.success for r in t)

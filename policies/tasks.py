@@ -89,3 +89,13 @@ def reflect_trace(trace_id: str) -> None:
         "reflexion.done",
         extra={"trace_id": trace_id, "outcomes": [p.outcome for p in proposals]},
     )
+
+
+@shared_task(name="policies.evaluate_rollouts", ignore_result=True, soft_time_limit=50)
+def evaluate_rollouts() -> str:
+    """Judge the open canary rollout (Celery beat runs this every
+    ``ROLLOUT_EVALUATE_INTERVAL_SECONDS``; the embedded shape's worker loop does too)."""
+    from policies.rollouts import rollouts_evaluate
+
+    decision = rollouts_evaluate()
+    return decision.action if decision is not None else ""

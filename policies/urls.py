@@ -18,4 +18,8 @@ urlpatterns = [
         views.experiment_action,
         name="experiment-action",
     ),
+    path("rollouts/", views.rollout_list, name="rollouts"),
+    path("rollouts/<int:rollout_id>/", views.rollout_detail, name="rollout"),
+    path("rollouts/<int:rollout_id>/series/", views.rollout_series_json, name="rollout-series"),
+    path("rollouts/<int:rollout_id>/<slug:action>/", views.rollout_action, name="rollout-action"),
 ]

@@ -26,7 +26,7 @@ from rest_framework.authtoken.models import Token
 
 from agents.models import KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 from policies.experiments import experiment_create
-from policies.models import PolicyVersion, ReflexionProposal, Strategy
+from policies.models import PolicyVersion, ReflexionProposal, Rollout, Strategy
 from policies.services import strategy_outcome_record
 from reviews.models import ReviewItem
 from reviews.services import review_item_approve
@@ -144,6 +144,20 @@ ROUTES: dict[str, Route] = {
     # Start asks first on GET; a POST acts (or says why not) and redirects to the report.
     "policies/experiments/<int:experiment_id>/<slug:action>/": Route(
         "/policies/experiments/{experiment}/start/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 302, 302)},
+        form=True,
+    ),
+    "policies/rollouts/": Route("/policies/rollouts/", {"GET": OPS_PAGE}),
+    "policies/rollouts/<int:rollout_id>/": Route(
+        "/policies/rollouts/{rollout}/", {"GET": OPS_PAGE}
+    ),
+    "policies/rollouts/<int:rollout_id>/series/": Route(
+        "/policies/rollouts/{rollout}/series/", {"GET": OPS_PAGE}
+    ),
+    # GET asks for confirmation; a confirmed move redirects back to the rollout (a second
+    # pause is refused with a message, still a redirect).
+    "policies/rollouts/<int:rollout_id>/<slug:action>/": Route(
+        "/policies/rollouts/{rollout}/pause/",
         {"GET": OPS_PAGE, "POST": (302, 403, 403, 302, 302)},
         form=True,
     ),
@@ -301,6 +315,8 @@ ADMIN_REFUSED = {
     ("reviews.auditlog", "add"),
     ("policies.strategyconfidenceevent", "add"),
     ("policies.experiment", "add"),
+    ("policies.rollout", "add"),
+    ("policies.rolloutdecision", "add"),
     ("traces.job", "add"),
     *(
         (f"traces.{name}", "add")
@@ -422,7 +438,9 @@ def world(
         "step": step.pk,
         "conversation": "s-world",
         "item": open_item.pk,
-        "version": PolicyVersion.objects.get(is_active=True).number,
+        # the approval above started a canary: its version exists, inactive
+        "version": PolicyVersion.objects.order_by("-number").values_list("number", flat=True)[0],
+        "rollout": Rollout.objects.get().pk,
         "strategy": decided.strategy_id,
         "experiment": experiment.pk,
         "support_pk": support_user.pk,

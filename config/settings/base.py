@@ -133,10 +133,16 @@ AGENT_SWEEP_INTERVAL_SECONDS = env.float("AGENT_SWEEP_INTERVAL_SECONDS", default
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# How often open canary rollouts are judged: by Celery beat, or by the embedded worker.
+ROLLOUT_EVALUATE_INTERVAL_SECONDS = env.float("ROLLOUT_EVALUATE_INTERVAL_SECONDS", default=60.0)
 CELERY_BEAT_SCHEDULE = {
     "traces-sweep-stuck-runs": {
         "task": "traces.sweep_stuck_runs",
         "schedule": AGENT_SWEEP_INTERVAL_SECONDS,
+    },
+    "policies-evaluate-rollouts": {
+        "task": "policies.evaluate_rollouts",
+        "schedule": ROLLOUT_EVALUATE_INTERVAL_SECONDS,
     },
 }
 
@@ -331,6 +337,24 @@ ASK_REFLEXION_WAIT_SECONDS = env.float("ASK_REFLEXION_WAIT_SECONDS", default=150
 # canary); the rest wait in the review queue.
 REVIEW_AUTO_MERGE = env.bool("REVIEW_AUTO_MERGE", default=True)
 REVIEW_AUTO_MERGE_MIN_CONFIDENCE = env.float("REVIEW_AUTO_MERGE_MIN_CONFIDENCE", default=0.85)
+
+# --- Canary rollouts (docs/learning-loop.md, "Rollouts") -------------------------------
+# "canary": an approved strategy's version starts at the first ROLLOUT_SCHEDULE step and is
+# promoted or rolled back by the evaluator; "at_once": it becomes the active version at once.
+POLICY_PUBLISH = env("POLICY_PUBLISH", default="canary")
+ROLLOUT_SCHEDULE = env.list("ROLLOUT_SCHEDULE", cast=int, default=[1, 5, 25, 50, 100])
+# Runs per arm, in the current step's sliding window, before the evaluator judges at all.
+ROLLOUT_MIN_SAMPLES = env.int("ROLLOUT_MIN_SAMPLES", default=100)
+# The sliding window in seconds (it also restarts at every step).
+ROLLOUT_WINDOW = env.int("ROLLOUT_WINDOW", default=24 * 3600)
+# Significance level of the one-sided two-proportion tests on error rate.
+ROLLOUT_ALPHA = env.float("ROLLOUT_ALPHA", default=0.05)
+# The canary's p95 may exceed stable's by less than this.
+ROLLOUT_LATENCY_BUDGET_MS = env.int("ROLLOUT_LATENCY_BUDGET_MS", default=100)
+# Runs per arm before p95 latency is judged (a p95 of a handful of runs is noise).
+ROLLOUT_LATENCY_MIN_SAMPLES = env.int("ROLLOUT_LATENCY_MIN_SAMPLES", default=30)
+# This many canary runs failing with an error type stable does not show: roll back at once.
+ROLLOUT_BURST = env.int("ROLLOUT_BURST", default=5)
 
 if REDIS_URL:
     CACHES = {

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('policies', '0002_strategyconfidenceevent'),
+        ('policies', '0003_rollouts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policies.models import PolicyVersion, ReflexionProposal, Strategy
+from policies.models import PolicyVersion, ReflexionProposal, Rollout, Strategy
 from policies.reflexion import (
     Proposal,
     analyze_missing_field,
@@ -183,8 +183,12 @@ def test_type_mismatch_is_learned_replayed_and_published(
     strategy.refresh_from_db()
     assert strategy.replay_status == "passed"
     assert "-> 200" in strategy.replay_detail
-    assert strategy.status == "active"
-    version = PolicyVersion.objects.get(is_active=True)
+    # auto-merged, it goes out as a canary: approved, in an inactive version on 1%
+    assert strategy.status == "approved"
+    rollout = Rollout.objects.get()
+    assert (rollout.strategy, rollout.percent, rollout.author_kind) == (strategy, 1, "auto_merge")
+    version = rollout.version
+    assert not version.is_active
     assert strategy in version.strategies.all()
     assert "digits_to_int" in version.document
 
@@ -290,7 +294,7 @@ def test_a_rewrite_of_a_live_strategy_waits_for_review_then_replaces_it(
         branch={"tool": "get_order", "field": "order_id", "transform": "strip"},
         status=Strategy.Status.PROPOSED,
     )
-    strategy_activate(strategy=old, author_kind="auto_merge")
+    strategy_activate(strategy=old, author_kind="auto_merge", at_once=True)
     body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
     trace = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
     [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=False)
@@ -302,7 +306,7 @@ def test_a_rewrite_of_a_live_strategy_waits_for_review_then_replaces_it(
     assert new is not None and new.pk != old.pk
     new.refresh_from_db()
     assert new.status == "in_review"
-    strategy_activate(strategy=new, author_kind="reviewer")
+    strategy_activate(strategy=new, author_kind="reviewer", at_once=True)
     version = PolicyVersion.objects.get(is_active=True)
     assert list(version.strategies.all()) == [new]
     old.refresh_from_db()

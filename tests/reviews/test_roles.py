@@ -23,6 +23,7 @@ OPS = {
     "policies.view_policyversion",
     "traces.view_job",
     "policies.run_experiments",
+    "policies.manage_rollouts",
 }
 
 
@@ -75,6 +76,9 @@ def test_the_data_migrations_create_the_same_groups() -> None:
     roles.create_roles(state.apps, None)
     ops_views.grant_ops(state.apps, None)
     ops_experiments.grant_ops(state.apps, None)
+    importlib.import_module("reviews.migrations.0007_ops_manage_rollouts").grant_ops(
+        state.apps, None
+    )
 
     _assert_roles()
 
