@@ -28,13 +28,15 @@ CORE_MODULES: dict[str, float | None] = {
     "agents/runtime.py": None,
     "agents/executor.py": None,
     "agents/ssrf.py": None,
-    "agents/services.py": None,
     "agents/tasks.py": None,
     "traces/classifier.py": None,
     "traces/tasks.py": None,
-    # --- policies/ and reviews/: the lead adds each module here once its tests bring it to
-    # the floor (policies/replay.py, policies/tasks.py, policies/reflexion.py,
-    # policies/services.py, reviews/services.py, reviews/views.py, traces/services.py).
+    # --- TO ADD (lead): each module below joins the list once a measured run shows it at
+    # the floor. agents/services.py measured 82% on the recovery and runtime tests alone
+    # (tools_sync's overwrite, tool_update and the invalid-auth snapshot are exercised by
+    # the tools page tests, not measured together yet). policies/ and reviews/ are the
+    # other half of issue 12: policies/replay.py, policies/tasks.py, policies/reflexion.py,
+    # policies/services.py, reviews/services.py, reviews/views.py, traces/services.py.
 }
 
 
