@@ -40,7 +40,7 @@ s = Strategy.objects.create(
     strategy_update="Convert order_id to its digits", signature=branch_signature("adapter", b),
     origin="human",
 )
-print(strategy_activate(strategy=s, author_kind="reviewer").number)
+print(strategy_activate(strategy=s, author_kind="reviewer", at_once=True).number)
 """
 
 

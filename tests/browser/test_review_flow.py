@@ -126,8 +126,11 @@ def test_ops_approve_a_proposal_with_an_edit(page: Any, embedded_server: ServedA
     assert page.inner_text("#item-status") == "Approved"
     screenshot(page, "review_item_approved")
 
+    # Approval publishes a canary (POLICY_PUBLISH=canary): the strategy is approved and
+    # its version serves 1% until the evaluator promotes it.
+    assert "a canary on 1%" in page.inner_text("main")
     status, branch, _ = json.loads(_shell(served, STRATEGY.format(strategy=strategy)))
-    assert status == "active"
+    assert status == "approved"
     assert branch["schema"]["properties"]["query"]["minLength"] == 2
     rows = _audit(served, item, strategy)
     actions = [(action, actor) for action, actor, _ in rows]

@@ -53,6 +53,14 @@ TOO_LOOSE = {"tool": "search_products", "schema": {"properties": {"query": {"typ
 MISSING_QUERY = json.dumps({"field": "query", "error": "query is required"})
 
 
+@pytest.fixture(autouse=True)
+def publish_at_once(settings: Any) -> None:
+    """These tests are about the review flow: an approval publishes the active version at
+    once. The canary path (POLICY_PUBLISH=canary, the default) has its own test below and
+    tests/policies/test_rollouts.py."""
+    settings.POLICY_PUBLISH = "at_once"
+
+
 @pytest.fixture
 def recorded_failure(failed_trace: Any) -> Trace:
     """A call of search_products without its query, as a run recorded it."""
@@ -111,8 +119,8 @@ def _edit_form(**overrides: str) -> dict[str, str]:
 def test_policy_members_with_puts_the_strategy_in_place_of_its_rival(make_strategy: Any) -> None:
     kept = make_strategy(branch={"tool": "get_sku", "field": "sku", "transform": "upper"})
     rival = make_strategy(branch={"tool": "get_order", "field": "order_id", "transform": "strip"})
-    current = strategy_activate(strategy=kept, author_kind="reviewer")
-    current = strategy_activate(strategy=rival, author_kind="reviewer")
+    current = strategy_activate(strategy=kept, author_kind="reviewer", at_once=True)
+    current = strategy_activate(strategy=rival, author_kind="reviewer", at_once=True)
     newcomer = make_strategy(status=Strategy.Status.IN_REVIEW)
 
     members, replaced = policy_members_with(current=current, strategy=newcomer)
@@ -131,14 +139,28 @@ def test_approving_records_what_was_published(proposal: ReviewItem, ops_user: An
     assert row.actor == ops_user and row.details["published"] == item.published
 
 
+def test_approving_under_the_canary_default_says_what_the_canary_serves(
+    proposal: ReviewItem, ops_user: Any, settings: Any
+) -> None:
+    settings.POLICY_PUBLISH = "canary"
+    item = review_item_approve(item_id=proposal.pk, user=ops_user, note="fine")
+
+    version = PolicyVersion.objects.get(rollout__isnull=False)
+    assert not version.is_active
+    assert item.published == (
+        f"published as version v{version.number}, a canary on 1% (rollout {version.rollout.pk})"
+    )
+    assert _strategy(item).status == Strategy.Status.APPROVED
+
+
 @pytest.mark.parametrize(
     ("result", "label"),
     [
         (None, "approved; not published yet: a rollout is already open"),
         (PolicyVersion(number=4), "published as version v4"),
         (
-            SimpleNamespace(pk=7, version=PolicyVersion(number=5)),
-            "published as version v5 (rollout 7)",
+            SimpleNamespace(pk=7, percent=5, version=PolicyVersion(number=5)),
+            "published as version v5, a canary on 5% (rollout 7)",
         ),
     ],
 )
