@@ -13,7 +13,7 @@ from django.db import transaction
 from agents.services import START_RUN
 from policies.selectors import VIEW_POLICIES
 from reviews.selectors import REVIEW_STRATEGIES
-from traces.selectors import VIEW_ALL_TRACES, VIEW_JOBS
+from traces.selectors import INGEST_TRACES, VIEW_ALL_TRACES, VIEW_JOBS
 
 ROLE_SUPPORT = "support"
 ROLE_OPS = "ops"
@@ -33,6 +33,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         INJECT_FAULTS,
         VIEW_POLICIES,
         VIEW_JOBS,
+        INGEST_TRACES,
     ),
 }
 
