@@ -13,12 +13,14 @@ import base64
 import gzip
 import json
 import logging
+import re
 import uuid
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -66,6 +68,9 @@ _EXECUTOR_CODES = {
     "connecterror": "CONNECTION_ERROR",
     "connectionrefusederror": "CONNECTION_ERROR",
 }
+
+
+_FORMAT = re.compile(r"format|pars|json|schema|validation", re.IGNORECASE)
 
 
 class OtlpRequestInvalid(ValueError):
@@ -302,6 +307,14 @@ def span_error_event(span: SpanIn) -> tuple[ErrorEvent, ErrorEvent | None]:
             ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=error_type, body=body),
             ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=code, body=body),
         )
+    if span.operation in ("chat", "text_completion", "generate_content") and _FORMAT.search(
+        error_type
+    ):
+        # The model answered, but not in the shape asked for.
+        return (
+            ErrorEvent(source=ErrorRule.Source.RUNTIME, exception_class=error_type, body=body),
+            ErrorEvent(source=ErrorRule.Source.MODEL_OUTPUT, body=body),
+        )
     # A model call or the run itself: the model was unavailable, or the run broke.
     return (
         ErrorEvent(source=ErrorRule.Source.RUNTIME, exception_class=error_type, body=body),
@@ -533,7 +546,7 @@ def otlp_spans_ingest(
                 ended.append(str(trace.pk))
         result.trace_ids = [str(t.pk) for t in traces.values()]
         for trace_id in ended:
-            transaction.on_commit(lambda trace_id=trace_id: _run_ended(trace_id))
+            transaction.on_commit(partial(_run_ended, trace_id))
     logger.info(
         "otlp.ingested",
         extra={
