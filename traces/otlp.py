@@ -32,7 +32,7 @@ from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_ru
 from traces.models import ErrorRule, ErrorType, Step, Trace
 from traces.recorder import step_data_redact
 from traces.redaction import redact_text
-from traces.rollups import rollups_record_run, rollups_record_steps
+from traces.rollups import rollups_record_runs, rollups_record_steps
 
 logger = logging.getLogger(__name__)
 
@@ -456,7 +456,6 @@ def otlp_spans_ingest(
     for span in genai:
         by_trace[span.trace_id].append(span)
     agent_of = _agent_ids({_agent_name(group) for group in by_trace.values()})
-    ended: list[str] = []
     with transaction.atomic():
         new_traces = []
         for hex_id, group in by_trace.items():
@@ -542,8 +541,7 @@ def otlp_spans_ingest(
                 values = _trace_values(group)
                 trace.query, trace.query_hash = values["query"], values["query_hash"]
                 trace.session_id = values["session_id"]
-            if _trace_settle(trace, root):
-                ended.append(str(trace.pk))
+        ended = _traces_settle(traces, roots)
         result.trace_ids = [str(t.pk) for t in traces.values()]
         for trace_id in ended:
             transaction.on_commit(partial(_run_ended, trace_id))
@@ -559,49 +557,76 @@ def otlp_spans_ingest(
     return result
 
 
-def _trace_settle(trace: Trace, root: SpanIn | None) -> bool:
-    """Recompute the trace's status and totals; True when its run has just ended."""
-    totals = Step.objects.filter(trace_id=trace.pk).aggregate(
-        steps=Count("id"),
-        latency=Sum("latency_ms"),
-        prompt=Sum("prompt_tokens"),
-        completion=Sum("completion_tokens"),
-        failed=Count("id", filter=Q(ok=False)),
-        tool_successes=Count("id", filter=Q(phase=Step.Phase.ACTION, ok=True)),
-        action_steps=Count("id", filter=Q(phase=Step.Phase.ACTION)),
-    )
-    first_error = (
-        Step.objects.filter(trace_id=trace.pk, ok=False)
-        .exclude(error_type="")
-        .order_by("step_number")
-        .values_list("error_type", flat=True)
-        .first()
-    )
-    failed = bool(totals["failed"]) or (root is not None and root.failed)
-    trace.status = Trace.Status.FAILED if failed else Trace.Status.FINISHED
-    if failed:
-        trace.outcome = Trace.Outcome.FAILED
-    elif totals["tool_successes"]:
-        trace.outcome = Trace.Outcome.ANSWERED_FROM_DATA
-    else:
-        trace.outcome = Trace.Outcome.ANSWERED_WITHOUT_DATA
-    trace.error_type = first_error or ""
-    trace.total_steps = totals["steps"] or 0
-    trace.total_latency_ms = (
-        _int((root.end_ns - root.start_ns) // 1_000_000) if root else totals["latency"] or 0
-    )
-    trace.total_tokens = (totals["prompt"] or 0) + (totals["completion"] or 0)
-    run_ends = root is not None and trace.finished_at is None
-    if root is not None:
-        trace.finished_at = _moment(root.end_ns)
-        answer = _messages_text(root.attributes.get("gen_ai.output.messages"))
-        trace.final_answer = redact_text(answer)
-    trace.save()
-    if run_ends:
-        rollups_record_run(
-            trace=trace, failed_steps=totals["failed"], action_steps=totals["action_steps"]
+_SETTLED_FIELDS = [
+    "agent_id",
+    "query",
+    "query_hash",
+    "session_id",
+    "status",
+    "outcome",
+    "error_type",
+    "total_steps",
+    "total_latency_ms",
+    "total_tokens",
+    "finished_at",
+    "final_answer",
+]
+
+
+def _traces_settle(traces: dict[str, Trace], roots: dict[str, SpanIn]) -> list[str]:
+    """Recompute the traces' status and totals in a few statements; return the ids of the
+    runs that have just ended (their root span arrived for the first time)."""
+    ids = [t.pk for t in traces.values()]
+    totals = {
+        row["trace_id"]: row
+        for row in Step.objects.filter(trace_id__in=ids)
+        .values("trace_id")
+        .annotate(
+            steps=Count("id"),
+            latency=Sum("latency_ms"),
+            prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"),
+            failed=Count("id", filter=Q(ok=False)),
+            tool_successes=Count("id", filter=Q(phase=Step.Phase.ACTION, ok=True)),
+            action_steps=Count("id", filter=Q(phase=Step.Phase.ACTION)),
         )
-    return run_ends
+    }
+    first_errors: dict[Any, str] = {}
+    for trace_id, error_type in (
+        Step.objects.filter(trace_id__in=ids, ok=False)
+        .exclude(error_type="")
+        .order_by("trace_id", "step_number")
+        .values_list("trace_id", "error_type")
+    ):
+        first_errors.setdefault(trace_id, error_type)
+    ended: list[tuple[Trace, int, int]] = []
+    for hex_id, trace in traces.items():
+        root = roots.get(hex_id)
+        row = totals.get(trace.pk) or {}
+        failed = bool(row.get("failed")) or (root is not None and root.failed)
+        trace.status = Trace.Status.FAILED if failed else Trace.Status.FINISHED
+        if failed:
+            trace.outcome = Trace.Outcome.FAILED
+        elif row.get("tool_successes"):
+            trace.outcome = Trace.Outcome.ANSWERED_FROM_DATA
+        else:
+            trace.outcome = Trace.Outcome.ANSWERED_WITHOUT_DATA
+        trace.error_type = first_errors.get(trace.pk, "")
+        trace.total_steps = row.get("steps") or 0
+        trace.total_latency_ms = (
+            _int((root.end_ns - root.start_ns) // 1_000_000) if root else row.get("latency") or 0
+        )
+        trace.total_tokens = (row.get("prompt") or 0) + (row.get("completion") or 0)
+        if root is not None:
+            if trace.finished_at is None:
+                ended.append((trace, row.get("failed") or 0, row.get("action_steps") or 0))
+            trace.finished_at = _moment(root.end_ns)
+            trace.final_answer = redact_text(
+                _messages_text(root.attributes.get("gen_ai.output.messages"))
+            )
+    Trace.objects.bulk_update(list(traces.values()), _SETTLED_FIELDS)
+    rollups_record_runs(runs=ended)
+    return [str(trace.pk) for trace, _, _ in ended]
 
 
 def _run_ended(trace_id: str) -> None:
