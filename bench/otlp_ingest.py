@@ -248,6 +248,9 @@ def report_write(result: dict[str, Any], *, command: str) -> list[Path]:
             "",
             f"Ratio product / COPY: {r['ratio_product_to_copy']:.2f} (goal >= 0.50: {goal}).",
             "",
+            "Learning-loop hand-off per ended run (strategy outcomes, Reflexion queueing): "
+            + ("off (--no-learning)." if "--no-learning" in command else "on."),
+            "",
             "The product path is measured in-process from the protobuf body (no HTTP, no "
             "token lookup); COPY moves the finished rows only, without the rollup upserts, "
             "classification or idempotency reads the product does.",
@@ -266,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=100, help="traces per export request")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--no-learning",
+        action="store_true",
+        help="without the learning-loop hand-off (strategy outcomes, Reflexion queueing) per run",
+    )
     args = parser.parse_args(argv)
     from config.shape import settings_select
 
@@ -280,6 +288,10 @@ def main(argv: list[str] | None = None) -> int:
         print("bench.otlp_ingest needs PostgreSQL (COPY): set DATABASE_URL", file=sys.stderr)
         return 2
     call_command("migrate", verbosity=0)
+    if args.no_learning:
+        from traces.otlp import external_run_ended
+
+        external_run_ended.disconnect(dispatch_uid="policies.external_run")
     result = bench_otlp_ingest(traces=args.traces, batch=args.batch, repeats=args.repeats)
     command = "python -m bench.otlp_ingest " + " ".join(argv or sys.argv[1:])
     for path in report_write(result, command=command.strip()):

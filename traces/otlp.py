@@ -23,7 +23,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Max, Q, Sum
 from django.dispatch import Signal
 from django.utils.text import slugify
@@ -624,7 +624,18 @@ def _traces_settle(traces: dict[str, Trace], roots: dict[str, SpanIn]) -> list[s
             trace.final_answer = redact_text(
                 _messages_text(root.attributes.get("gen_ai.output.messages"))
             )
-    Trace.objects.bulk_update(list(traces.values()), _SETTLED_FIELDS)
+    # One pipelined statement per trace: bulk_update's CASE expressions cost more CPU to
+    # build than the whole rest of the request.
+    fields = [Trace._meta.get_field(name) for name in _SETTLED_FIELDS]
+    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {Trace._meta.db_table} SET {assignments} WHERE id = %s",
+            [
+                [f.get_db_prep_save(getattr(t, f.attname), connection) for f in fields] + [t.pk]
+                for t in traces.values()
+            ],
+        )
     rollups_record_runs(runs=ended)
     return [str(trace.pk) for trace, _, _ in ended]
 
