@@ -28,6 +28,7 @@ from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
 from agents.signals import tool_admin_changed
+from agents.telemetry import run_telemetry_start
 from agents.tool_catalog import SANDBOX_TOOLS
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
@@ -363,6 +364,13 @@ async def run_execute(
         trace_id=trace_id, next_step_number=(steps[-1].step_number + 1) if steps else 1
     )
     recorder.on_step = on_step
+    recorder.telemetry = run_telemetry_start(
+        trace_id=trace_id,
+        agent=trace.agent.slug,
+        provider=llm_backend or trace.llm_backend,
+        model=trace.llm_model
+        or (settings.LLM_MODEL if (llm_backend or trace.llm_backend) == "openai" else ""),
+    )
     try:
         if policy is None:
             from policies.experiments import CONTROL, experiment_arm_for_run
@@ -398,13 +406,19 @@ async def run_execute(
             outcome = await _react(trace, tools, steps, recorder, llm, rules, config, policy)
     except RunConflict:
         logger.warning("run.conflict", extra={"trace_id": trace_id})
+        if recorder.telemetry is not None:
+            recorder.telemetry.end(error_type="RunConflict")
         return None
     except Exception as exc:
         logger.exception("run.crashed", extra={"trace_id": trace_id})
+        if recorder.telemetry is not None:
+            recorder.telemetry.end(error_type="UNKNOWN")
         await sync_to_async(trace_services.trace_abort)(
             trace_id=trace_id, error_type="UNKNOWN", detail=f"{type(exc).__name__}: {exc}"
         )
         raise
+    if recorder.telemetry is not None:
+        recorder.telemetry.end(error_type=outcome.error_type)
     await sync_to_async(trace_services.trace_finish)(
         trace_id=trace_id,
         status=outcome.status,
@@ -412,24 +426,11 @@ async def run_execute(
         error_type=outcome.error_type,
         outcome=outcome.outcome,
     )
-    await sync_to_async(_otel_export)(trace_id)
     if reflect:
         from policies.services import run_ended
 
         await sync_to_async(run_ended)(trace_id=trace_id)
     return outcome
-
-
-def _otel_export(trace_id: str) -> None:
-    """Export the ended run as OpenTelemetry GenAI spans when OTEL_EXPORTER_OTLP_* is set."""
-    from agents.otel import otel_export_enabled, trace_export
-
-    if not otel_export_enabled():
-        return
-    try:
-        trace_export(trace_id)
-    except Exception:  # telemetry never fails a run
-        logger.exception("otel.export_failed", extra={"trace_id": trace_id})
 
 
 async def _uses_selfrag(query: str) -> bool:

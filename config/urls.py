@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.api_urls import api_not_found
+from traces.api.otlp import OtlpTracesView
 
 urlpatterns = [
     path("", include("agents.urls")),
@@ -19,6 +20,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     re_path(r"^api/", api_not_found),
     path("sandbox/api/", include("sandbox.urls")),
+    # OTLP/HTTP's fixed path: exporters append /v1/traces to OTEL_EXPORTER_OTLP_ENDPOINT.
+    path("otlp/v1/traces", OtlpTracesView.as_view(), name="otlp-traces"),
 ]
 
 handler404 = "config.errors.page_not_found"

@@ -14,7 +14,7 @@ from agents.services import START_RUN
 from policies.experiments import RUN_EXPERIMENTS
 from policies.selectors import MANAGE_ROLLOUTS, VIEW_POLICIES
 from reviews.selectors import REVIEW_STRATEGIES
-from traces.selectors import VIEW_ALL_TRACES, VIEW_JOBS
+from traces.selectors import INGEST_TRACES, VIEW_ALL_TRACES, VIEW_JOBS
 
 ROLE_SUPPORT = "support"
 ROLE_OPS = "ops"
@@ -36,6 +36,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         VIEW_JOBS,
         MANAGE_ROLLOUTS,
         RUN_EXPERIMENTS,
+        INGEST_TRACES,
     ),
 }
 

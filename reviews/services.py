@@ -90,7 +90,7 @@ def published_label(result: Any) -> str:
     version = getattr(result, "version", result)
     number = getattr(version, "number", None)
     label = f"published as version v{number}" if number is not None else f"published: {result}"
-    rollout = result if version is not result else getattr(version, "rollout", None)
+    rollout: Any = result if version is not result else getattr(version, "rollout", None)
     if getattr(rollout, "pk", None) is not None and not getattr(version, "is_active", False):
         label += f", a canary on {rollout.percent}% (rollout {rollout.pk})"
     return label

@@ -59,6 +59,8 @@ class Trace(models.Model):
         CUSTOMER = "customer"
         REPLAY = "replay"
         EXPERIMENT = "experiment"
+        # Ingested over OTLP from an agent built with another framework.
+        EXTERNAL = "external"
 
     TERMINAL_STATUSES = (Status.FINISHED, Status.FALLBACK, Status.FAILED)
     # The status each outcome implies: only an answer or a question is a success.
@@ -135,7 +137,10 @@ class Trace(models.Model):
             models.Index(fields=["origin", "created_at"], name="trace_origin_time"),
         ]
         # Without it a user sees only the runs they started.
-        permissions = [("view_all_traces", "Can view every user's traces and steps")]
+        permissions = [
+            ("view_all_traces", "Can view every user's traces and steps"),
+            ("ingest_traces", "Can send OpenTelemetry traces to the OTLP endpoint"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} [{self.status}] {self.query[:60]}"

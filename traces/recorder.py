@@ -157,6 +157,7 @@ class TraceRecorder:
         self.trace_id = trace_id
         self.next_step_number = next_step_number
         self.on_step: Any = None  # optional callback(Step) for live output
+        self.telemetry: Any = None  # optional agents.telemetry.RunTelemetry (OTLP export)
 
     async def write_step(self, record: StepRecord) -> None:
         data = step_data_redact(asdict(record))
@@ -183,6 +184,8 @@ class TraceRecorder:
         logger.debug("trace.step", extra={"trace_id": self.trace_id, "step": step.step_number})
         if self.on_step is not None:
             self.on_step(step)
+        if self.telemetry is not None:
+            self.telemetry.step(record)
 
     async def recorded_tool_call(self, idempotency_key: str) -> StepRecord | None:
         step = await Step.objects.filter(idempotency_key=idempotency_key).afirst()

@@ -313,20 +313,28 @@ def rollups_record_steps(*, steps: Iterable[Step]) -> None:
 
 def rollups_record_run(*, trace: Trace, failed_steps: int, action_steps: int) -> None:
     """Count a run that just reached its terminal state; call in that transaction."""
-    assert trace.finished_at is not None
+    rollups_record_runs(runs=[(trace, failed_steps, action_steps)])
+
+
+def rollups_record_runs(*, runs: Iterable[tuple[Trace, int, int]]) -> None:
+    """Count runs that just ended, as (trace, failed steps, action steps), in one upsert."""
     acc = RollupAccumulator()
-    acc.add_run(
-        finished_at=trace.finished_at,
-        created_at=trace.created_at,
-        dims=_trace_dims(trace.origin, trace.agent_id, trace.policy_version, trace.policy_bucket),
-        status=trace.status,
-        outcome=trace.outcome,
-        error_type=trace.error_type,
-        failed_steps=failed_steps,
-        action_steps=action_steps,
-        tokens=trace.total_tokens,
-        cost_usd=Decimal(trace.total_cost_usd),
-    )
+    for trace, failed_steps, action_steps in runs:
+        assert trace.finished_at is not None
+        acc.add_run(
+            finished_at=trace.finished_at,
+            created_at=trace.created_at,
+            dims=_trace_dims(
+                trace.origin, trace.agent_id, trace.policy_version, trace.policy_bucket
+            ),
+            status=trace.status,
+            outcome=trace.outcome,
+            error_type=trace.error_type,
+            failed_steps=failed_steps,
+            action_steps=action_steps,
+            tokens=trace.total_tokens,
+            cost_usd=Decimal(trace.total_cost_usd),
+        )
     acc.save()
 
 

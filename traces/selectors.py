@@ -13,6 +13,8 @@ from traces.models import Feedback, Job, Step, Trace
 
 VIEW_ALL_TRACES = "traces.view_all_traces"
 VIEW_JOBS = "traces.view_job"
+# Sending OpenTelemetry traces to /otlp/v1/traces (ops and admins, or a service account).
+INGEST_TRACES = "traces.ingest_traces"
 
 
 def user_sees_all_traces(user: AbstractBaseUser | AnonymousUser) -> bool:

@@ -331,6 +331,12 @@ REFLEXION_SOFT_TIME_LIMIT = env.int("REFLEXION_SOFT_TIME_LIMIT", default=120)
 # How long `manage.py ask` waits for an in-process Reflexion before saying it goes on.
 ASK_REFLEXION_WAIT_SECONDS = env.float("ASK_REFLEXION_WAIT_SECONDS", default=150.0)
 
+# --- OpenTelemetry ---------------------------------------------------------------------
+# Ingest (POST /otlp/v1/traces): a bigger body or more spans per request is a 413. Export is
+# configured by the standard OTEL_EXPORTER_OTLP_* variables alone (docs/observability.md).
+OTLP_MAX_BODY_BYTES = env.int("OTLP_MAX_BODY_BYTES", default=4 * 1024 * 1024)
+OTLP_MAX_SPANS = env.int("OTLP_MAX_SPANS", default=2048)
+
 # --- Review queue ----------------------------------------------------------------------
 # Auto-merge: a strategy whose replay passed and whose confidence is at least the minimum
 # is published without a reviewer (still through strategy_activate, so still through the

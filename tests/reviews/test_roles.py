@@ -24,6 +24,7 @@ OPS = {
     "traces.view_job",
     "policies.run_experiments",
     "policies.manage_rollouts",
+    "traces.ingest_traces",
 }
 
 
@@ -68,7 +69,9 @@ def test_roles_sync_takes_back_a_permission_granted_by_hand() -> None:
 
 def test_the_data_migrations_create_the_same_groups() -> None:
     Group.objects.all().delete()
-    state = MigrationLoader(connection).project_state(("reviews", "0009_ops_run_experiments"))
+    state = MigrationLoader(connection).project_state(
+        [("reviews", "0009_ops_run_experiments"), ("traces", "0011_otel_ingest")]
+    )
     roles = importlib.import_module("reviews.migrations.0003_roles")
     ops_views = importlib.import_module("reviews.migrations.0004_ops_view_policies_and_jobs")
     ops_experiments = importlib.import_module("reviews.migrations.0009_ops_run_experiments")
@@ -79,6 +82,7 @@ def test_the_data_migrations_create_the_same_groups() -> None:
     importlib.import_module("reviews.migrations.0007_ops_manage_rollouts").grant_ops(
         state.apps, None
     )
+    importlib.import_module("traces.migrations.0011_otel_ingest").grant_ops_ingest(state.apps, None)
 
     _assert_roles()
 

@@ -1,0 +1,314 @@
+"""OTLP/HTTP ingest: a standard OpenTelemetry exporter posts GenAI spans over real HTTP to
+the live server; they become an external Trace with classified Steps."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
+from rest_framework.authtoken.models import Token
+
+from agents.models import Agent
+from traces.models import Step, Trace
+from traces.otlp import external_run_ended
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _token(user: Any) -> str:
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+def _agent_trace(tracer: Any, *, tool_status: int = 404, error_type: str = "404") -> str:
+    """invoke_agent -> chat, execute_tool (failing): the GenAI conventions' shape."""
+    with tracer.start_as_current_span(
+        "invoke_agent helpdesk",
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "Helpdesk Bot",
+            "gen_ai.provider.name": "anthropic",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": "order 42?"}]}]
+            ),
+        },
+    ) as run:
+        with tracer.start_as_current_span(
+            "chat claude",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "anthropic",
+                "gen_ai.request.model": "claude-x",
+                "gen_ai.usage.input_tokens": 100,
+                "gen_ai.usage.output_tokens": 20,
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "execute_tool lookup_order",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup_order",
+                "gen_ai.tool.call.id": "call_1",
+                "gen_ai.tool.call.arguments": '{"order_id": "42"}',
+                "http.response.status_code": tool_status,
+                "error.type": error_type,
+            },
+        ) as tool:
+            tool.set_status(Status(StatusCode.ERROR, "not found"))
+        trace_id = str(uuid.UUID(int=run.get_span_context().trace_id))
+    return trace_id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_script_sends_a_3_span_trace_that_the_explorer_shows_classified(
+    live_server: Any, ops_user: Any, error_rules: None
+) -> None:
+    ended: list[str] = []
+
+    def remember(sender: Any, *, trace_id: str, **_: Any) -> None:
+        ended.append(trace_id)
+
+    external_run_ended.connect(remember)
+    try:
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"{live_server.url}/otlp",
+            "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Token {_token(ops_user)}",
+        }
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "bin" / "otlp-demo")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        external_run_ended.disconnect(remember)
+    assert done.returncode == 0, done.stderr
+    trace_id = done.stdout.strip()
+    trace = Trace.objects.get(pk=trace_id)
+    assert trace.origin == Trace.Origin.EXTERNAL
+    assert trace.source == "otlp"
+    assert trace.status == Trace.Status.FAILED
+    assert trace.error_type == "RESOURCE_NOT_FOUND"
+    assert trace.query == "Where is my order 999999?"
+    assert trace.total_tokens == 450
+    assert trace.agent.slug == "shop-agent" and not trace.agent.is_active
+    steps = list(trace.steps.order_by("step_number"))
+    assert [(s.phase, s.tool_name, s.ok, s.error_type) for s in steps] == [
+        ("reasoning", "", True, ""),
+        ("action", "get_order", False, "RESOURCE_NOT_FOUND"),
+    ]
+    assert steps[0].llm_backend == "openai" and steps[0].prompt_tokens == 412
+    assert steps[1].status_code == 404 and steps[1].action_input == {"order_id": "999999"}
+    # The run ended once (its root span arrived last, in its own request): Reflexion's turn.
+    assert ended == [trace_id]
+
+    client = Client()
+    client.force_login(ops_user)
+    listing = client.get("/traces/", {"origin": "external"})
+    assert trace_id in listing.content.decode()
+    detail = client.get(f"/traces/{trace_id}/").content.decode()
+    assert "RESOURCE_NOT_FOUND" in detail and "get_order" in detail
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_resent_batch_is_stored_once(live_server: Any, ops_user: Any, error_rules: None) -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "other"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    trace_id = _agent_trace(provider.get_tracer("t"), tool_status=503, error_type="503")
+    spans = memory.get_finished_spans()
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/otlp/v1/traces",
+        headers={"Authorization": f"Token {_token(ops_user)}"},
+    )
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    trace = Trace.objects.get(pk=trace_id)
+    assert trace.steps.count() == 2
+    assert trace.error_type == "INTERNAL_SERVER_ERROR"
+    assert trace.agent.slug == "helpdesk-bot"
+    assert Agent.objects.filter(slug="helpdesk-bot").count() == 1
+
+
+def _json_request(trace_hex: str, *, error_type: str = "TimeoutError") -> dict[str, Any]:
+    def attr(key: str, value: Any) -> dict[str, Any]:
+        kind = "intValue" if isinstance(value, int) else "stringValue"
+        return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
+
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [attr("service.name", "json-agent")]},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": trace_hex,
+                                "spanId": "00000000000000a1",
+                                "name": "invoke_agent",
+                                "startTimeUnixNano": "1700000000000000000",
+                                "endTimeUnixNano": "1700000002000000000",
+                                "attributes": [attr("gen_ai.operation.name", "invoke_agent")],
+                                "status": {"code": 2},
+                            },
+                            {
+                                "traceId": trace_hex,
+                                "spanId": "00000000000000a2",
+                                "parentSpanId": "00000000000000a1",
+                                "name": "execute_tool search",
+                                "startTimeUnixNano": "1700000000500000000",
+                                "endTimeUnixNano": "1700000001500000000",
+                                "attributes": [
+                                    attr("gen_ai.operation.name", "execute_tool"),
+                                    attr("gen_ai.tool.name", "search"),
+                                    attr("error.type", error_type),
+                                ],
+                                "status": {"code": 2, "message": "read timed out"},
+                            },
+                            {
+                                "traceId": trace_hex,
+                                "spanId": "00000000000000a3",
+                                "name": "GET /health",
+                                "startTimeUnixNano": "1700000000000000000",
+                                "endTimeUnixNano": "1700000000100000000",
+                            },
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+
+
+@pytest.mark.django_db
+def test_json_encoding_maps_spans_and_reports_non_genai_spans(
+    ops_user: Any, error_rules: None, client: Client
+) -> None:
+    trace_hex = uuid.uuid4().hex
+    response = client.post(
+        "/otlp/v1/traces",
+        data=json.dumps(_json_request(trace_hex)),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "1"
+    trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
+    step = trace.steps.get()
+    assert (step.tool_name, step.error_type, step.latency_ms) == ("search", "TIMEOUT", 1000)
+    assert trace.total_latency_ms == 2000 and trace.error_type == "TIMEOUT"
+
+
+@pytest.mark.django_db
+def test_gzip_body_is_accepted(ops_user: Any, error_rules: None, client: Client) -> None:
+    trace_hex = uuid.uuid4().hex
+    response = client.post(
+        "/otlp/v1/traces",
+        data=gzip.compress(json.dumps(_json_request(trace_hex)).encode()),
+        content_type="application/json",
+        HTTP_CONTENT_ENCODING="gzip",
+        HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
+    )
+    assert response.status_code == 200
+    assert Step.objects.filter(trace_id=uuid.UUID(hex=trace_hex)).count() == 1
+
+
+@pytest.mark.django_db
+def test_unauthenticated_and_unauthorised_requests_are_refused(
+    support_user: Any, client: Client
+) -> None:
+    body = json.dumps(_json_request(uuid.uuid4().hex))
+    anonymous = client.post("/otlp/v1/traces", data=body, content_type="application/json")
+    assert anonymous.status_code == 401
+    wrong = client.post(
+        "/otlp/v1/traces",
+        data=body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION="Token not-a-real-token",
+    )
+    assert wrong.status_code == 401
+    support = client.post(
+        "/otlp/v1/traces",
+        data=body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {_token(support_user)}",
+    )
+    assert support.status_code == 403
+    assert not Trace.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("content_type", "body", "status"),
+    [
+        ("application/json", b"{not json", 400),
+        ("application/json", b"[]", 400),
+        (
+            "application/json",
+            json.dumps(
+                {
+                    "resourceSpans": [
+                        {"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "00"}]}]}
+                    ]
+                }
+            ).encode(),
+            400,
+        ),
+        ("application/x-protobuf", b"\xff\xff\xff\xff", 400),
+        ("text/plain", b"hello", 415),
+    ],
+)
+def test_malformed_bodies_are_4xx_and_store_nothing(
+    ops_user: Any, client: Client, content_type: str, body: bytes, status: int
+) -> None:
+    response = client.post(
+        "/otlp/v1/traces",
+        data=body,
+        content_type=content_type,
+        HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
+    )
+    assert response.status_code == status
+    assert "detail" in response.json()
+    assert not Trace.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_oversized_body_is_413(
+    ops_user: Any, client: Client, settings: Any, error_rules: None
+) -> None:
+    settings.OTLP_MAX_BODY_BYTES = 200
+    body = json.dumps(_json_request(uuid.uuid4().hex))
+    response = client.post(
+        "/otlp/v1/traces",
+        data=body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
+    )
+    assert response.status_code == 413
+    bomb = gzip.compress(b" " * 10_000)
+    response = client.post(
+        "/otlp/v1/traces",
+        data=bomb,
+        content_type="application/json",
+        HTTP_CONTENT_ENCODING="gzip",
+        HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
+    )
+    assert response.status_code == 413
+    assert not Trace.objects.exists()

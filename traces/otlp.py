@@ -1,0 +1,647 @@
+"""OTLP trace ingest: GenAI spans from agents built with other frameworks become Traces and
+Steps, classified by the same rule table as native runs and handed to Reflexion.
+
+Decoding (protobuf or OTLP/JSON) is separate from storing, so the benchmark times the same
+mapping path the endpoint uses. Span attributes follow the OpenTelemetry GenAI semantic
+conventions: ``invoke_agent`` spans are runs, ``chat`` spans model calls, ``execute_tool``
+spans tool calls. Everything in a span is untrusted: lengths are capped and text redacted.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import logging
+import re
+import uuid
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import partial
+from typing import Any, cast
+
+from django.db import connection, transaction
+from django.db.models import Count, Field, Max, Q, Sum
+from django.dispatch import Signal
+from django.utils.text import slugify
+
+from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_rules_load
+from traces.models import ErrorRule, ErrorType, Step, Trace
+from traces.recorder import step_data_redact
+from traces.redaction import redact_text
+from traces.rollups import rollups_record_runs, rollups_record_steps
+
+logger = logging.getLogger(__name__)
+
+# Sent after commit with ``trace_id`` when an ingested run has ended; the learning loop (a
+# layer above, ``policies.apps``) scores it and queues Reflexion as for a native run.
+external_run_ended = Signal()
+
+EXTERNAL_SOURCE = "otlp"
+# The operations of the GenAI conventions and the phase each one is stored as.
+RUN_OPERATIONS = {"invoke_agent", "create_agent"}
+PHASE_OF_OPERATION = {
+    "chat": Step.Phase.REASONING,
+    "text_completion": Step.Phase.REASONING,
+    "generate_content": Step.Phase.REASONING,
+    "embeddings": Step.Phase.RETRIEVAL,
+    "retrieval": Step.Phase.RETRIEVAL,
+    "execute_tool": Step.Phase.ACTION,
+}
+STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
+TEXT_MAX = 4000
+DETAIL_MAX = 2000
+ATTRIBUTE_MAX = 1000
+# error.type values of the conventions and common client libraries, as executor codes the
+# default rules know. Anything else is classified by its own name first (an admin may add a
+# rule for it), then as an exception the tool raised.
+_EXECUTOR_CODES = {
+    "timeout": "TIMEOUT",
+    "timeouterror": "TIMEOUT",
+    "readtimeout": "TIMEOUT",
+    "connecttimeout": "TIMEOUT",
+    "deadline_exceeded": "TIMEOUT",
+    "connectionerror": "CONNECTION_ERROR",
+    "connecterror": "CONNECTION_ERROR",
+    "connectionrefusederror": "CONNECTION_ERROR",
+}
+
+
+_FORMAT = re.compile(r"format|pars|json|schema|validation", re.IGNORECASE)
+
+
+class OtlpRequestInvalid(ValueError):
+    """The request body is not an OTLP ExportTraceServiceRequest."""
+
+
+@dataclass
+class SpanIn:
+    """One decoded span: ids as hex, times in nanoseconds, attributes as plain values."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    status_code: int
+    status_message: str
+    attributes: dict[str, Any]
+    exception: str = ""
+    resource: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def operation(self) -> str:
+        return str(self.attributes.get("gen_ai.operation.name") or "")
+
+    @property
+    def failed(self) -> bool:
+        return self.status_code == STATUS_ERROR or bool(self.attributes.get("error.type"))
+
+
+@dataclass
+class IngestResult:
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    trace_ids: list[str] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        if not self.rejected:
+            return ""
+        return f"{self.rejected} span(s) without gen_ai.operation.name were not stored"
+
+
+# --- decoding ----------------------------------------------------------------------------
+def otlp_body_decompress(body: bytes, encoding: str, *, max_bytes: int) -> bytes:
+    """The request body without its Content-Encoding, refused past ``max_bytes``."""
+    encoding = (encoding or "identity").strip().lower()
+    if encoding == "identity":
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise OtlpRequestInvalid(f"unsupported Content-Encoding {encoding!r}")
+    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits)
+    try:
+        data = inflater.decompress(body, max_bytes + 1)
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise OtlpRequestInvalid(f"the {encoding} body is corrupt: {exc}") from exc
+    if len(data) > max_bytes:
+        raise OtlpBodyTooLarge(max_bytes)
+    return data
+
+
+class OtlpBodyTooLarge(Exception):
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"the request body is larger than {max_bytes} bytes")
+
+
+def _any_value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [_any_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _any_value(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    return getattr(value, kind)
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    return {kv.key: _any_value(kv.value) for kv in pairs}
+
+
+def otlp_spans_from_protobuf(body: bytes) -> list[SpanIn]:
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, ValueError) as exc:
+        raise OtlpRequestInvalid(f"the protobuf body is not an export request: {exc}") from exc
+    return _spans_of(request)
+
+
+def _hex_to_b64(value: Any, size: int, name: str) -> str:
+    if not isinstance(value, str):
+        raise OtlpRequestInvalid(f"{name} must be a hex string")
+    try:
+        raw = bytes.fromhex(value) if value else b""
+    except ValueError as exc:
+        raise OtlpRequestInvalid(f"{name} {value[:40]!r} is not hex") from exc
+    if raw and len(raw) != size:
+        raise OtlpRequestInvalid(f"{name} must be {size} bytes")
+    return base64.b64encode(raw).decode()
+
+
+def otlp_spans_from_json(body: bytes) -> list[SpanIn]:
+    """OTLP/JSON: protobuf's JSON mapping, except that trace and span ids are hex."""
+    from google.protobuf.json_format import ParseDict, ParseError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise OtlpRequestInvalid(f"the JSON body does not parse: {exc}") from exc
+    if not isinstance(document, dict):
+        raise OtlpRequestInvalid("the JSON body must be an object")
+    try:
+        for resource_spans in document.get("resourceSpans") or []:
+            for scope_spans in resource_spans.get("scopeSpans") or []:
+                for span in scope_spans.get("spans") or []:
+                    for key, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
+                        if key in span:
+                            span[key] = _hex_to_b64(span[key], size, key)
+                    for link in span.get("links") or []:
+                        for key, size in (("traceId", 16), ("spanId", 8)):
+                            if key in link:
+                                link[key] = _hex_to_b64(link[key], size, key)
+        request = ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except (ParseError, AttributeError, TypeError, RecursionError) as exc:
+        raise OtlpRequestInvalid(f"the JSON body is not an export request: {exc}") from exc
+    return _spans_of(request)
+
+
+def _spans_of(request: Any) -> list[SpanIn]:
+    spans = []
+    for resource_spans in request.resource_spans:
+        resource = _attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                if len(span.trace_id) != 16 or len(span.span_id) != 8:
+                    raise OtlpRequestInvalid("every span needs a 16-byte traceId and 8-byte spanId")
+                exception = ""
+                for event in span.events:
+                    if event.name == "exception":
+                        attrs = _attributes(event.attributes)
+                        exception = (
+                            f"{attrs.get('exception.type', '')}: "
+                            f"{attrs.get('exception.message', '')}"
+                        )
+                spans.append(
+                    SpanIn(
+                        trace_id=span.trace_id.hex(),
+                        span_id=span.span_id.hex(),
+                        parent_span_id=span.parent_span_id.hex(),
+                        name=span.name,
+                        start_ns=span.start_time_unix_nano,
+                        end_ns=span.end_time_unix_nano,
+                        status_code=span.status.code,
+                        status_message=span.status.message,
+                        attributes=_attributes(span.attributes),
+                        exception=exception,
+                        resource=resource,
+                    )
+                )
+    return spans
+
+
+# --- mapping -----------------------------------------------------------------------------
+def _text(value: Any, limit: int = TEXT_MAX) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False, default=str)
+    return value[:limit]
+
+
+def _int(value: Any) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return 0
+    return max(0, min(number, 2**31 - 1))
+
+
+def _moment(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+def _messages_text(value: Any) -> str:
+    """The text parts of gen_ai.input/output.messages (a JSON string or structured)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value[:TEXT_MAX]
+    texts: list[str] = []
+    for message in value if isinstance(value, list) else []:
+        if not isinstance(message, dict):
+            continue
+        for part in message.get("parts") or []:
+            if isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("content", "")))
+        if isinstance(message.get("content"), str):
+            texts.append(message["content"])
+    return "\n".join(texts)[:TEXT_MAX]
+
+
+def span_error_event(span: SpanIn) -> tuple[ErrorEvent, ErrorEvent | None]:
+    """What the classifier sees of a failed span, and a fallback when that matches nothing."""
+    attrs = span.attributes
+    error_type = str(attrs.get("error.type") or "")
+    status = _int(attrs.get("http.response.status_code")) or None
+    body = " ".join(
+        filter(
+            None, [span.status_message, span.exception, _text(attrs.get("gen_ai.tool.call.result"))]
+        )
+    )
+    if status is None and error_type.isdigit() and len(error_type) == 3:
+        status = int(error_type)
+    if span.operation == "execute_tool":
+        if status is not None and status >= 400:
+            return ErrorEvent(source=ErrorRule.Source.HTTP, status_code=status, body=body), None
+        code = _EXECUTOR_CODES.get(error_type.rsplit(".", 1)[-1].lower(), "TOOL_ERROR")
+        return (
+            ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=error_type, body=body),
+            ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=code, body=body),
+        )
+    if span.operation in ("chat", "text_completion", "generate_content") and _FORMAT.search(
+        error_type
+    ):
+        # The model answered, but not in the shape asked for.
+        return (
+            ErrorEvent(source=ErrorRule.Source.RUNTIME, exception_class=error_type, body=body),
+            ErrorEvent(source=ErrorRule.Source.MODEL_OUTPUT, body=body),
+        )
+    # A model call or the run itself: the model was unavailable, or the run broke.
+    return (
+        ErrorEvent(source=ErrorRule.Source.RUNTIME, exception_class=error_type, body=body),
+        ErrorEvent(source=ErrorRule.Source.RUNTIME, exception_class="LLM_ERROR", body=body),
+    )
+
+
+def span_classify(span: SpanIn, rules: list[CompiledRule]) -> str:
+    event, fallback = span_error_event(span)
+    error_type = classify_error(event, rules)
+    if error_type == ErrorType.UNKNOWN and fallback is not None:
+        error_type = classify_error(fallback, rules)
+    return error_type
+
+
+def span_step_fields(span: SpanIn, rules: list[CompiledRule]) -> dict[str, Any]:
+    """The Step field values of one GenAI span (before redaction)."""
+    attrs = span.attributes
+    operation = span.operation
+    phase = PHASE_OF_OPERATION.get(operation, Step.Phase.STOPPED)
+    data: dict[str, Any] = {
+        "phase": phase,
+        "latency_ms": _int((span.end_ns - span.start_ns) // 1_000_000),
+        "llm_backend": _text(attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system"), 20),
+        "prompt_tokens": _int(attrs.get("gen_ai.usage.input_tokens")),
+        "completion_tokens": _int(attrs.get("gen_ai.usage.output_tokens")),
+        "details": {
+            "otel": {
+                "span_id": span.span_id,
+                "parent_span_id": span.parent_span_id,
+                "name": span.name[:200],
+                "operation": operation[:40],
+                "model": _text(
+                    attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model"), 100
+                ),
+                "tool_call_id": _text(attrs.get("gen_ai.tool.call.id"), 100),
+            }
+        },
+    }
+    if phase == Step.Phase.ACTION:
+        arguments = attrs.get("gen_ai.tool.call.arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                arguments = {"raw": arguments[:TEXT_MAX]}
+        data.update(
+            action_type=Step.ActionType.TOOL,
+            tool_name=_text(attrs.get("gen_ai.tool.name"), 64),
+            action_input=arguments if isinstance(arguments, dict) else {},
+            endpoint=_text(attrs.get("url.full") or attrs.get("server.address"), 500),
+            status_code=_int(attrs.get("http.response.status_code")) or None,
+            response_summary=_text(attrs.get("gen_ai.tool.call.result")),
+        )
+        if data["status_code"] is not None and data["status_code"] > 999:
+            data["status_code"] = None
+    elif phase == Step.Phase.REASONING:
+        data["thought"] = _messages_text(attrs.get("gen_ai.output.messages"))
+    if span.failed:
+        data["ok"] = False
+        data["error_type"] = span_classify(span, rules)
+        data["error_detail"] = _text(
+            ": ".join(filter(None, [str(attrs.get("error.type") or ""), span.status_message]))
+            + (f" ({span.exception})" if span.exception else ""),
+            DETAIL_MAX,
+        )
+    return data
+
+
+def _agent_name(spans: list[SpanIn]) -> str:
+    for span in spans:
+        if span.attributes.get("gen_ai.agent.name"):
+            return str(span.attributes["gen_ai.agent.name"])
+    for span in spans:
+        if span.resource.get("service.name"):
+            return str(span.resource["service.name"])
+    return "otel"
+
+
+def _agent_ids(names: set[str]) -> dict[str, int]:
+    """Agents by the slug of their name; an unknown agent is created inactive, without
+    tools (it is a label for the external runs, never a chat assistant)."""
+    from agents.models import Agent
+
+    slugs = {name: (slugify(name)[:50] or "otel") for name in names}
+    found = dict(Agent.objects.filter(slug__in=set(slugs.values())).values_list("slug", "id"))
+    for name, slug in slugs.items():
+        if slug not in found:
+            agent, _ = Agent.objects.get_or_create(
+                slug=slug,
+                defaults={
+                    "name": name[:100],
+                    "description": "Runs ingested over OpenTelemetry (OTLP).",
+                    "is_active": False,
+                },
+            )
+            found[slug] = agent.pk
+    return {name: found[slug] for name, slug in slugs.items()}
+
+
+def _trace_values(spans: list[SpanIn]) -> dict[str, Any]:
+    root = next((s for s in spans if s.operation in RUN_OPERATIONS), None)
+    model_span = next((s for s in spans if s.attributes.get("gen_ai.request.model")), None)
+    attrs = root.attributes if root else {}
+    query = _messages_text(attrs.get("gen_ai.input.messages")) or (root.name if root else "")
+    query = redact_text(query or spans[0].name)[:TEXT_MAX]
+    from traces.services import query_hash
+
+    return {
+        "query": query,
+        "query_hash": query_hash(query),
+        "session_id": _text(attrs.get("gen_ai.conversation.id"), 64),
+        "llm_backend": _text(
+            (model_span or spans[0]).attributes.get("gen_ai.provider.name") or "otel", 20
+        ),
+        "llm_model": _text(model_span.attributes.get("gen_ai.request.model"), 100)
+        if model_span
+        else "",
+    }
+
+
+def otlp_spans_ingest(
+    spans: list[SpanIn], *, user_id: int | None, rules: list[CompiledRule] | None = None
+) -> IngestResult:
+    """Store the GenAI spans of one export request; a span already stored is skipped.
+
+    One transaction: either the whole request is stored, or nothing (the exporter retries).
+    A trace is terminal after every request that touched it (its totals and status recomputed)
+    so the stuck-run sweeper never mistakes it for a native run to execute; its run is
+    counted in the rollups and handed to Reflexion once, when its root span arrives.
+    """
+    result = IngestResult()
+    genai = [s for s in spans if s.operation]
+    result.rejected = len(spans) - len(genai)
+    if not genai:
+        return result
+    rules = error_rules_load() if rules is None else rules
+    by_trace: dict[str, list[SpanIn]] = defaultdict(list)
+    for span in genai:
+        by_trace[span.trace_id].append(span)
+    agent_of = _agent_ids({_agent_name(group) for group in by_trace.values()})
+    with transaction.atomic():
+        new_traces = []
+        for hex_id, group in by_trace.items():
+            trace_uuid = uuid.UUID(hex=hex_id)
+            new_traces.append(
+                Trace(
+                    id=trace_uuid,
+                    agent_id=agent_of[_agent_name(group)],
+                    created_by_id=user_id,
+                    source=EXTERNAL_SOURCE,
+                    origin=Trace.Origin.EXTERNAL,
+                    status=Trace.Status.RUNNING,
+                    policy_bucket=trace_uuid.int % 100,
+                    started_at=_moment(min(s.start_ns for s in group)),
+                    **_trace_values(group),
+                )
+            )
+        Trace.objects.bulk_create(new_traces, ignore_conflicts=True)
+        traces = {
+            t.pk.hex: t
+            for t in Trace.objects.select_for_update().filter(pk__in=[t.pk for t in new_traces])
+        }
+        keys = {f"otel:{s.trace_id}:{s.span_id}": s for s in genai}
+        stored = set(
+            Step.objects.filter(idempotency_key__in=list(keys)).values_list(
+                "idempotency_key", flat=True
+            )
+        )
+        result.duplicates = len(stored)
+        last = dict(
+            Step.objects.filter(trace_id__in=[t.pk for t in traces.values()])
+            .values("trace_id")
+            .annotate(last=Max("step_number"))
+            .values_list("trace_id", "last")
+        )
+        failed_before = set(
+            Step.objects.filter(trace_id__in=[t.pk for t in traces.values()], ok=False)
+            .values_list("trace_id", flat=True)
+            .distinct()
+        )
+        steps: list[Step] = []
+        roots: dict[str, SpanIn] = {}
+        for hex_id, group in by_trace.items():
+            trace = traces[hex_id]
+            number = last.get(trace.pk) or 0
+            fresh = [s for s in group if f"otel:{s.trace_id}:{s.span_id}" not in stored]
+            for span in fresh:
+                if span.operation in RUN_OPERATIONS and (
+                    not span.parent_span_id or span.operation == "invoke_agent"
+                ):
+                    roots.setdefault(hex_id, span)
+            child_failed = trace.pk in failed_before or any(
+                s.failed for s in fresh if s.operation not in RUN_OPERATIONS
+            )
+            for span in sorted(fresh, key=lambda s: (s.start_ns, s.end_ns)):
+                # A run span is the trace itself; it is a step only to carry a failure that
+                # no model or tool span explains.
+                if span.operation in RUN_OPERATIONS and (not span.failed or child_failed):
+                    continue
+                number += 1
+                fields = step_data_redact(span_step_fields(span, rules))
+                steps.append(
+                    Step(
+                        trace_id=trace.pk,
+                        step_number=number,
+                        idempotency_key=f"otel:{span.trace_id}:{span.span_id}",
+                        started_at=_moment(span.start_ns),
+                        created_at=_moment(span.end_ns),
+                        cost_usd=Decimal(0),
+                        **fields,
+                    )
+                )
+        Step.objects.bulk_create(steps)
+        rollups_record_steps(steps=steps)
+        result.accepted = len(steps)
+        for hex_id, trace in traces.items():
+            root = roots.get(hex_id)
+            if root is not None:
+                # Spans are exported as they end, children first: the run span names the
+                # query and the agent, whatever an earlier request guessed.
+                group = by_trace[hex_id]
+                trace.agent_id = agent_of[_agent_name(group)]
+                values = _trace_values(group)
+                trace.query, trace.query_hash = values["query"], values["query_hash"]
+                trace.session_id = values["session_id"]
+        ended = _traces_settle(traces, roots)
+        result.trace_ids = [str(t.pk) for t in traces.values()]
+        for trace_id in ended:
+            transaction.on_commit(partial(_run_ended, trace_id))
+    logger.info(
+        "otlp.ingested",
+        extra={
+            "spans": len(spans),
+            "steps": result.accepted,
+            "duplicates": result.duplicates,
+            "traces": len(result.trace_ids),
+        },
+    )
+    return result
+
+
+_SETTLED_FIELDS = [
+    "agent_id",
+    "query",
+    "query_hash",
+    "session_id",
+    "status",
+    "outcome",
+    "error_type",
+    "total_steps",
+    "total_latency_ms",
+    "total_tokens",
+    "finished_at",
+    "final_answer",
+]
+
+
+def _traces_settle(traces: dict[str, Trace], roots: dict[str, SpanIn]) -> list[str]:
+    """Recompute the traces' status and totals in a few statements; return the ids of the
+    runs that have just ended (their root span arrived for the first time)."""
+    ids = [t.pk for t in traces.values()]
+    totals = {
+        row["trace_id"]: row
+        for row in Step.objects.filter(trace_id__in=ids)
+        .values("trace_id")
+        .annotate(
+            steps=Count("id"),
+            latency=Sum("latency_ms"),
+            prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"),
+            failed=Count("id", filter=Q(ok=False)),
+            tool_successes=Count("id", filter=Q(phase=Step.Phase.ACTION, ok=True)),
+            action_steps=Count("id", filter=Q(phase=Step.Phase.ACTION)),
+        )
+    }
+    first_errors: dict[Any, str] = {}
+    for trace_id, error_type in (
+        Step.objects.filter(trace_id__in=ids, ok=False)
+        .exclude(error_type="")
+        .order_by("trace_id", "step_number")
+        .values_list("trace_id", "error_type")
+    ):
+        first_errors.setdefault(trace_id, error_type)
+    ended: list[tuple[Trace, int, int]] = []
+    for hex_id, trace in traces.items():
+        root = roots.get(hex_id)
+        row = totals.get(trace.pk) or {}
+        failed = bool(row.get("failed")) or (root is not None and root.failed)
+        trace.status = Trace.Status.FAILED if failed else Trace.Status.FINISHED
+        if failed:
+            trace.outcome = Trace.Outcome.FAILED
+        elif row.get("tool_successes"):
+            trace.outcome = Trace.Outcome.ANSWERED_FROM_DATA
+        else:
+            trace.outcome = Trace.Outcome.ANSWERED_WITHOUT_DATA
+        trace.error_type = first_errors.get(trace.pk, "")
+        trace.total_steps = row.get("steps") or 0
+        trace.total_latency_ms = (
+            _int((root.end_ns - root.start_ns) // 1_000_000) if root else row.get("latency") or 0
+        )
+        trace.total_tokens = (row.get("prompt") or 0) + (row.get("completion") or 0)
+        if root is not None:
+            if trace.finished_at is None:
+                ended.append((trace, row.get("failed") or 0, row.get("action_steps") or 0))
+            trace.finished_at = _moment(root.end_ns)
+            trace.final_answer = redact_text(
+                _messages_text(root.attributes.get("gen_ai.output.messages"))
+            )
+    # One pipelined statement per trace: bulk_update's CASE expressions cost more CPU to
+    # build than the whole rest of the request.
+    fields = [cast(Field, Trace._meta.get_field(name)) for name in _SETTLED_FIELDS]
+    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {Trace._meta.db_table} SET {assignments} WHERE id = %s",
+            [
+                [f.get_db_prep_save(getattr(t, f.attname), connection) for f in fields] + [t.pk]
+                for t in traces.values()
+            ],
+        )
+    rollups_record_runs(runs=ended)
+    return [str(trace.pk) for trace, _, _ in ended]
+
+
+def _run_ended(trace_id: str) -> None:
+    try:
+        external_run_ended.send(sender=Trace, trace_id=trace_id)
+    except Exception:  # the spans are stored; learning from them can be retried
+        logger.exception("otlp.run_ended_failed", extra={"trace_id": trace_id})
