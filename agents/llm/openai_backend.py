@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -81,11 +82,9 @@ class OpenAILLM:
         self.price_output_per_mtok = price_output_per_mtok
         self.structured_output = structured_output
         self.max_tokens = dict(DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens)
-        # Default: every attempt may use its whole timeout, plus the capped backoffs.
+        # None: no budget beyond the retries (each attempt its whole timeout).
         self.call_budget_seconds = (
-            call_budget_seconds
-            if call_budget_seconds is not None
-            else worst_case_call_seconds(timeout, self.max_retries)
+            call_budget_seconds if call_budget_seconds is not None else math.inf
         )
         self._api_key = api_key
         self._sleep = sleep
