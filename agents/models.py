@@ -42,6 +42,18 @@ class Tool(models.Model):
     class Method(models.TextChoices):
         GET = "GET"
         POST = "POST"
+        PUT = "PUT"
+        PATCH = "PATCH"
+        DELETE = "DELETE"
+
+    class Source(models.TextChoices):
+        CODE = "code", "Declared in code (tools_sync)"
+        IMPORT = "import", "Imported from an OpenAPI or function-calling document"
+
+    class Location(models.TextChoices):
+        PATH = "path"
+        QUERY = "query"
+        BODY = "body"
 
     name = models.CharField(
         max_length=64, unique=True, help_text="Identifier the model uses, e.g. get_order."
@@ -80,6 +92,18 @@ class Tool(models.Model):
             "itself stays in the worker's environment."
         ),
     )
+    param_locations = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            'Argument name -> "path", "query" or "body" (set by tools import). Empty: GET '
+            "sends the non-path arguments as the query string, other methods as a JSON body."
+        ),
+    )
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.CODE)
+    import_origin = models.CharField(
+        max_length=200, blank=True, help_text="The document an imported tool came from."
+    )
     enabled = models.BooleanField(default=True)
     allowed_agents = models.ManyToManyField(Agent, related_name="tools", blank=True)
     suspended_until = models.DateTimeField(null=True, blank=True)
@@ -114,6 +138,13 @@ class Tool(models.Model):
         if unknown:
             raise ValidationError(
                 {"adapters": f"Unknown adapters {unknown}; known: {sorted(ADAPTERS)}."}
+            )
+        locations = self.param_locations or {}
+        if not isinstance(locations, dict) or any(
+            value not in self.Location.values for value in locations.values()
+        ):
+            raise ValidationError(
+                {"param_locations": 'Each argument goes to "path", "query" or "body".'}
             )
         if self.timeout_seconds <= 0 or self.timeout_seconds > 60:
             raise ValidationError({"timeout_seconds": "Between 0 and 60 seconds."})

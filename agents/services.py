@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from django.utils import timezone
 from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
 from agents.answer_format import answer_style
 from agents.credentials import ToolAuthInvalid, tool_auth_parse
-from agents.endpoints import endpoint_template_problem
+from agents.endpoints import endpoint_template_problem, sandbox_base_url
 from agents.executor import ToolExecutor, ToolSnapshot
 from agents.intents import Intent, intent_detect
 from agents.knowledge import kb_asearch
@@ -29,6 +30,7 @@ from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
 from agents.signals import tool_admin_changed
 from agents.tool_catalog import SANDBOX_TOOLS
+from agents.tool_import import ToolImportError, ToolSpec, tools_import_parse
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
 from traces.models import Step, Trace
@@ -188,6 +190,112 @@ def tool_update(
     return tool
 
 
+@dataclass(frozen=True)
+class ToolImportResult:
+    """What an import did (or, for a dry run, would do), by tool name."""
+
+    specs: list[ToolSpec]
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+# The fields an import writes; ``enabled`` and ``allowed_agents`` are never among them.
+TOOL_IMPORT_FIELDS = (
+    "description",
+    "method",
+    "endpoint_template",
+    "params_schema",
+    "param_locations",
+    "query_map",
+)
+
+
+def _import_template(template: str) -> str:
+    # Tools on the sandbox keep following SANDBOX_BASE_URL, as the code-declared ones do.
+    base = sandbox_base_url()
+    if base and (template == base or template.startswith(base + "/")):
+        return "{sandbox}" + template[len(base) :]
+    return template
+
+
+def tools_import(
+    *,
+    raw: bytes | str,
+    base_url: str = "",
+    origin: str = "",
+    actor: Any = None,
+    dry_run: bool = False,
+) -> ToolImportResult:
+    """Create or update one Tool row per operation of an OpenAPI 3 document or function list.
+
+    New rows are disabled and allowed for no agent: an admin enables them. A re-import
+    updates the rows it made before (matched by name) and never changes ``enabled``. A
+    name already used by a code-declared tool, an endpoint off the allow-list or any other
+    problem raises ``ToolImportError`` listing them all, and nothing is written.
+    """
+    specs = tools_import_parse(raw, base_url=base_url)
+    result = ToolImportResult(specs=specs)
+    with transaction.atomic():
+        existing = {
+            tool.name: tool
+            for tool in Tool.objects.select_for_update().filter(name__in=[s.name for s in specs])
+        }
+        problems: list[str] = []
+        pending: list[tuple[Tool, list[str]]] = []
+        for spec in specs:
+            tool = existing.get(spec.name)
+            if tool is not None and tool.source != Tool.Source.IMPORT:
+                problems.append(f"{spec.name}: a code-declared tool already has this name")
+                continue
+            if tool is None:
+                tool = Tool(name=spec.name, kind=Tool.Kind.HTTP, enabled=False)
+                tool.source = Tool.Source.IMPORT
+                tool.timeout_seconds = settings.TOOL_DEFAULT_TIMEOUT_SECONDS
+                tool.adapters = ["trim_whitespace", "enum_normalise"]
+            values = {
+                "description": spec.description,
+                "method": spec.method,
+                "endpoint_template": _import_template(spec.endpoint_template),
+                "params_schema": spec.params_schema,
+                "param_locations": spec.param_locations,
+                "query_map": spec.query_map,
+            }
+            changed = [name for name in TOOL_IMPORT_FIELDS if getattr(tool, name) != values[name]]
+            for name, value in values.items():
+                setattr(tool, name, value)
+            tool.import_origin = origin[:200]
+            try:
+                tool.full_clean(validate_unique=False)
+            except ValidationError as exc:
+                for name, messages in exc.message_dict.items():
+                    problems.extend(f"{spec.name}: {name}: {message}" for message in messages)
+                continue
+            pending.append((tool, changed))
+        if problems:
+            raise ToolImportError(problems)
+        for tool, changed in pending:
+            bucket = (
+                result.created
+                if tool.pk is None
+                else result.updated
+                if changed
+                else result.unchanged
+            )
+            bucket.append(tool.name)
+            if dry_run or (tool.pk is not None and not changed):
+                continue
+            action = "tool.import.create" if tool.pk is None else "tool.import.update"
+            tool.save()
+            _tool_audit(
+                tool=tool,
+                actor=actor,
+                action=action,
+                details={"fields": changed, "origin": tool.import_origin, "enabled": tool.enabled},
+            )
+    return result
+
+
 @transaction.atomic
 def tool_unsuspend(*, tool_id: int, actor: Any) -> Tool:
     """Lift a timeout suspension by hand: clear ``suspended_until``, acknowledge the open
@@ -305,6 +413,7 @@ def tool_snapshots(*, agent_id: int) -> dict[str, ToolSnapshot]:
             timeout_seconds=tool.timeout_seconds,
             key_fields=tuple(tool.key_fields or ()),
             query_map=dict(tool.query_map or {}),
+            param_locations=dict(tool.param_locations or {}),
             adapters=tuple(tool.adapters or ()),
             suspended=tool.is_suspended(now),
             **_snapshot_auth(tool),

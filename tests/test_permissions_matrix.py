@@ -139,6 +139,12 @@ ROUTES: dict[str, Route] = {
     # The tools page: an empty edit is refused with inline errors (400); a confirmed
     # action redirects back to the list.
     "tools/": Route("/tools/", {"GET": ADMIN_PAGE}),
+    # POST without a document re-renders the form with an error (400) for the admin role.
+    "tools/import/": Route(
+        "/tools/import/",
+        {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 400)},
+        form=True,
+    ),
     "tools/<int:tool_id>/": Route(
         "/tools/{agents_tool}/",
         {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 400)},
@@ -232,6 +238,7 @@ ROUTES: dict[str, Route] = {
     "sandbox/api/orders/<str:order_id>": Route(
         "/sandbox/api/orders/{order}", {"GET": PUBLIC, "DELETE": NO_GET}
     ),
+    "sandbox/api/openapi.json": Route("/sandbox/api/openapi.json", {"GET": PUBLIC}),
     "sandbox/api/products": Route("/sandbox/api/products?q=a", {"GET": PUBLIC}),
     "sandbox/api/products/<str:product_id>": Route(
         "/sandbox/api/products/{product}", {"GET": PUBLIC}
