@@ -124,7 +124,7 @@ class ToolImportForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         from agents.tool_import import MAX_DOCUMENT_BYTES
 
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         upload = cleaned.get("file")
         if upload is not None:
             if upload.size > MAX_DOCUMENT_BYTES:

@@ -195,6 +195,7 @@ def _openapi(document: dict[str, Any], *, base_url: str) -> list[ToolSpec]:
         problems.append("the document has no paths")
         raise ToolImportError(problems)
     specs: list[ToolSpec] = []
+    names: set[str] = set()
     count = 0
     for path, item in paths.items():
         if not isinstance(item, dict) or not isinstance(path, str) or not path.startswith("/"):
@@ -209,12 +210,16 @@ def _openapi(document: dict[str, Any], *, base_url: str) -> list[ToolSpec]:
             if count > MAX_OPERATIONS:
                 problems.append(f"more than {MAX_OPERATIONS} operations in one document")
                 raise ToolImportError(problems)
+            if isinstance(operation, dict):
+                name = _operation_name(path, method, operation)
+                if name in names:
+                    problems.append(f"tool name {name!r} appears twice")
+                names.add(name)
             spec = _operation(document, path, method, operation, shared, base, problems)
             if spec is not None:
                 specs.append(spec)
     if not count:
         problems.append("the document has no GET, POST, PUT, PATCH or DELETE operations")
-    _check_names(specs, problems)
     if problems:
         raise ToolImportError(problems)
     return specs
@@ -257,7 +262,7 @@ def _operation_name(path: str, method: str, operation: dict[str, Any]) -> str:
     name = operation.get("operationId")
     if not isinstance(name, str) or not name:
         name = f"{method}_{path}"
-    name = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+    name = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
     if not name or name[0].isdigit():
         name = f"op_{name}"
     return name[:64]
@@ -328,13 +333,13 @@ def _operation(
     if body is not None:
         content = body.get("content", {}) if isinstance(body, dict) else {}
         media = content.get("application/json") if isinstance(content, dict) else None
-        schema = media.get("schema") if isinstance(media, dict) else None
-        if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        body_schema = media.get("schema") if isinstance(media, dict) else None
+        if not isinstance(body_schema, dict) or body_schema.get("type", "object") != "object":
             problems.append(
                 f"{where}: only a JSON request body whose schema is an object is supported"
             )
         else:
-            for argument, prop in (schema.get("properties") or {}).items():
+            for argument, prop in (body_schema.get("properties") or {}).items():
                 if not ARGUMENT_NAME.match(str(argument)):
                     problems.append(f"{where}: body property {argument!r} is not an identifier")
                 elif argument in locations:
@@ -344,7 +349,9 @@ def _operation(
                     locations[argument] = "body"
             if body.get("required"):
                 required.extend(
-                    name for name in schema.get("required") or [] if locations.get(name) == "body"
+                    name
+                    for name in body_schema.get("required") or []
+                    if locations.get(name) == "body"
                 )
     placeholders = re.findall(r"{([^}]*)}", path)
     undeclared = [p for p in placeholders if locations.get(p) != "path"]

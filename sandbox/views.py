@@ -88,7 +88,8 @@ def allow_methods(*methods: str) -> Callable[[View], View]:
                 return _error(400, "invalid_parameter", "NUL characters are not allowed")
             return view(request, *args, **kwargs)
 
-        wrapped.allowed_methods = methods  # type: ignore[attr-defined]  (read by openapi.py)
+        # Read by sandbox/openapi.py to list each route's methods.
+        wrapped.allowed_methods = methods  # type: ignore[attr-defined]
         return wrapped
 
     return decorator
