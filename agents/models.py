@@ -225,3 +225,27 @@ class KnowledgeArticle(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("admin:agents_knowledgearticle_change", args=[self.pk])
+
+
+class CustomerFact(models.Model):
+    """Something learned about a customer in a conversation, e.g. "Prefers contact by
+    email.", kept for their later runs. ``fact`` is one of ``agents.memory``'s fixed
+    sentences, never the customer's own words; ``key`` makes it unique per customer."""
+
+    customer_id = models.CharField(max_length=64, db_index=True)
+    key = models.CharField(max_length=64)
+    fact = models.CharField(max_length=200)
+    source_trace = models.ForeignKey(
+        "traces.Trace", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["customer_id", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["customer_id", "key"], name="customerfact_unique_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.customer_id}: {self.fact}"

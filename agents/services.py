@@ -23,12 +23,13 @@ from agents.executor import ToolExecutor, ToolSnapshot
 from agents.intents import Intent, intent_detect
 from agents.knowledge import kb_asearch
 from agents.llm.factory import llm_client_build
-from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert
+from agents.memory import MAX_FACTS_PER_CUSTOMER, facts_extract
+from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool, ToolAlert
 from agents.policy_runtime import RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
-from agents.signals import tool_admin_changed
+from agents.signals import customer_memory_changed, tool_admin_changed
 from agents.tool_catalog import SANDBOX_TOOLS
 from agents.tool_import import ToolImportError, ToolSpec, tools_import_parse
 from traces import services as trace_services
@@ -188,6 +189,76 @@ def tool_update(
             details["agents_removed"] = sorted(before - after)
         _tool_audit(tool=tool, actor=actor, action="tool.update", details=details)
     return tool
+
+
+def customer_facts_for(*, customer_id: str) -> list[str]:
+    """The remembered facts of one customer, oldest first (what a run's prompt carries)."""
+    return list(
+        CustomerFact.objects.filter(customer_id=customer_id)
+        .order_by("created_at", "pk")
+        .values_list("fact", flat=True)[:MAX_FACTS_PER_CUSTOMER]
+    )
+
+
+@transaction.atomic
+def customer_facts_learn(
+    *, customer_id: str, text: str, trace_id: str | None
+) -> list[CustomerFact]:
+    """Store the facts ``text`` states (``agents.memory.facts_extract``) for ``customer_id``,
+    with the trace they came from. One row per (customer, key): a repeated fact updates its
+    source, a changed preference replaces the old one; past the cap nothing new is added."""
+    if not customer_id:
+        return []
+    learned = facts_extract(text)
+    if not learned:
+        return []
+    existing = {
+        fact.key: fact
+        for fact in CustomerFact.objects.select_for_update().filter(customer_id=customer_id)
+    }
+    rows = []
+    for item in learned:
+        row = existing.get(item.key)
+        if row is None:
+            if len(existing) >= MAX_FACTS_PER_CUSTOMER:
+                continue
+            row = CustomerFact(customer_id=customer_id, key=item.key)
+            existing[item.key] = row
+        row.fact = item.fact
+        row.source_trace_id = trace_id
+        row.save()
+        rows.append(row)
+    # Preferring a channel and refusing it cannot both stand: the newer statement wins.
+    preferred = existing.get("contact.preferred")
+    if preferred is not None and any(r.key == "contact.preferred" for r in rows):
+        channel = preferred.fact.rsplit(" ", 1)[-1].rstrip(".").lower()
+        CustomerFact.objects.filter(
+            customer_id=customer_id, key=f"contact.refused.{channel}"
+        ).delete()
+    for row in rows:
+        if row.key.startswith("contact.refused."):
+            refused = row.key.rsplit(".", 1)[-1]
+            if preferred is not None and preferred.fact.lower().endswith(f" {refused}."):
+                CustomerFact.objects.filter(pk=preferred.pk).delete()
+    logger.info("memory.learned", extra={"trace_id": trace_id, "facts": len(rows)})
+    return rows
+
+
+@transaction.atomic
+def customer_fact_delete(*, fact_id: int, actor: Any) -> CustomerFact:
+    """Forget one fact; the deletion is audited (who, which customer, which fact)."""
+    fact = CustomerFact.objects.select_for_update().get(pk=fact_id)
+    fact_pk = fact.pk
+    fact.delete()
+    fact.pk = fact_pk
+    customer_memory_changed.send(
+        sender=CustomerFact,
+        actor=actor,
+        action="memory.delete",
+        target=fact.customer_id,
+        details={"key": fact.key, "fact": fact.fact, "source_trace": str(fact.source_trace_id)},
+    )
+    return fact
 
 
 @dataclass(frozen=True)
@@ -533,11 +604,19 @@ async def _react(
     config: RuntimeConfig,
     policy: RuntimePolicy,
 ) -> RunOutcome:
+    customer_facts: list[str] = []
+    if trace.customer_id:
+        # What earlier runs learned, then what this question says (for the runs after it).
+        customer_facts = await sync_to_async(customer_facts_for)(customer_id=trace.customer_id)
+        await sync_to_async(customer_facts_learn)(
+            customer_id=trace.customer_id, text=trace.query, trace_id=str(trace.pk)
+        )
     async with httpx.AsyncClient(trust_env=False) as http_client:
         run = AgentRun(
             trace_id=str(trace.pk),
             query=trace.query,
             customer_id=trace.customer_id,
+            customer_facts=customer_facts,
             llm=llm,
             executor=ToolExecutor(
                 tools=tools,

@@ -18,7 +18,7 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agents.forms import ChatForm, ToolEditForm, ToolImportForm
-from agents.models import Tool
+from agents.models import CustomerFact, Tool
 from agents.selectors import (
     ERROR_WINDOWS,
     MANAGE_TOOLS,
@@ -29,6 +29,7 @@ from agents.selectors import (
 from agents.services import (
     START_RUN,
     agent_ensure_default,
+    customer_fact_delete,
     run_start,
     tool_set_enabled,
     tool_unsuspend,
@@ -302,3 +303,31 @@ def tool_import(request: HttpRequest) -> HttpResponse:
             context["base_url"] = data["base_url"] or ""
     status = 400 if form.errors or context.get("problems") else 200
     return render(request, "agents/tools_import.html", context, status=status)
+
+
+@login_required
+@permission_required("agents.view_customerfact", raise_exception=True)
+@require_http_methods(["GET"])
+def customer_memory(request: HttpRequest, customer_id: str) -> HttpResponse:
+    """What the assistant remembers about one customer, each fact with its source run."""
+    facts = CustomerFact.objects.filter(customer_id=customer_id).order_by("created_at", "pk")
+    return render(
+        request,
+        "agents/customer_memory.html",
+        {
+            "customer_id": customer_id,
+            "facts": facts,
+            "can_delete": request.user.has_perm("agents.delete_customerfact"),
+        },
+    )
+
+
+@login_required
+@permission_required("agents.delete_customerfact", raise_exception=True)
+@require_POST
+def customer_memory_delete(request: HttpRequest, customer_id: str, fact_id: int) -> HttpResponse:
+    """Forget one fact (audited); later runs for the customer no longer see it."""
+    fact = get_object_or_404(CustomerFact, pk=fact_id, customer_id=customer_id)
+    customer_fact_delete(fact_id=fact.pk, actor=request.user)
+    messages.success(request, f"Forgot: {fact.fact}")
+    return redirect("agents:customer_memory", customer_id=customer_id)

@@ -24,7 +24,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from agents.models import KnowledgeArticle, Tool, ToolAlert, ToolResultCache
+from agents.models import CustomerFact, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 from policies.models import PolicyVersion, ReflexionProposal, Strategy
 from policies.services import strategy_outcome_record
 from reviews.models import ReviewItem
@@ -139,6 +139,17 @@ ROUTES: dict[str, Route] = {
     # The tools page: an empty edit is refused with inline errors (400); a confirmed
     # action redirects back to the list.
     "tools/": Route("/tools/", {"GET": ADMIN_PAGE}),
+    # Customer memory: support agents and ops (and admins) see and delete facts.
+    "customers/<str:customer_id>/memory/": Route(
+        "/customers/{customer}/memory/", {"GET": (302, 200, 200, 200, 200)}
+    ),
+    "customers/<str:customer_id>/memory/<int:fact_id>/delete/": Route(
+        "/customers/{customer}/memory/{fact}/delete/",
+        # The first support user's POST deletes the fact, so the later roles find none (404);
+        # tests/agents/test_customer_memory.py checks each role deleting a fact of its own.
+        {"GET": (302, 405, 405, 405, 405), "POST": (302, 302, 404, 404, 404)},
+        form=True,
+    ),
     # POST without a document re-renders the form with an error (400) for the admin role.
     "tools/import/": Route(
         "/tools/import/",
@@ -399,6 +410,9 @@ def world(
         payload={},
         outcome=ReflexionProposal.Outcome.values[0],
     )
+    fact = CustomerFact.objects.create(
+        customer_id="U00000001", key="language", fact="Wants answers in German.", source_trace=trace
+    )
     # A rule that injects nothing: the shop routes above must answer normally.
     faultrule_set(endpoint="returns", enabled=False)
     order = Order.objects.order_by("order_id").first()
@@ -407,6 +421,8 @@ def world(
     ids: dict[str, Any] = {
         "trace": trace.pk,
         "step": step.pk,
+        "customer": fact.customer_id,
+        "fact": fact.pk,
         "conversation": "s-world",
         "item": open_item.pk,
         "version": PolicyVersion.objects.get(is_active=True).number,
