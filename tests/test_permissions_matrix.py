@@ -301,6 +301,9 @@ ADMIN_REFUSED = {
     ("reviews.auditlog", "add"),
     ("policies.strategyconfidenceevent", "add"),
     ("traces.job", "add"),
+    # Customer facts are learned by runs and deleted (audited) on the customer memory page.
+    ("agents.customerfact", "add"),
+    ("agents.customerfact", "delete"),
     *(
         (f"traces.{name}", "add")
         for name in ("steprolluphourly", "steprollupdaily", "runrolluphourly", "runrollupdaily")
