@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,12 +33,23 @@ seed: migrate
 run: seed
 	bin/serve
 
-## The whole suite against the local PostgreSQL and Redis (fails if either is down).
+## Serve the app against a real local model: llama-cpp-python + SmolLM2-135M-Instruct on
+## 127.0.0.1:8081 (built and cached under ~/.cache/agent-ops/local-llm; docs/models.md).
+run-local-llm: seed
+	bin/run-local-llm
+
+## The whole suite against the local PostgreSQL and Redis (fails if either is down), in
+## random order (pytest-randomly), with branch coverage; then each core module must hold
+## its coverage floor (bench/coverage_gate.py, COVERAGE_FAIL_UNDER percent per module).
+## The real-model tests run when bin/local-llm-install has been run, and say so when not.
+COVERAGE_FAIL_UNDER ?= 95
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy agents traces policies reviews bench
-	$(VENV)/bin/pytest
+	mkdir -p var
+	$(VENV)/bin/pytest --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
+	COVERAGE_FAIL_UNDER=$(COVERAGE_FAIL_UNDER) $(PY) bench/coverage_gate.py var/coverage.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
@@ -64,5 +75,13 @@ bench-dashboard: secret-key
 	DATABASE_URL=$(BENCH_PG_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py migrate --noinput -v0
 	DATABASE_URL=$(BENCH_PG_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py bench_dashboard --steps 1000000
 
+## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
+MUTATION_BUDGET_MINUTES ?= 120
+MUTATION_MODULES ?=
+mutation: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,mutation]'
+	$(PY) -m bench.mutation --budget-minutes $(MUTATION_BUDGET_MINUTES) \
+		$(foreach m,$(MUTATION_MODULES),--module $(m))
+
 clean:
-	rm -rf $(VENV) db.sqlite3 var
+	rm -rf $(VENV) db.sqlite3 var mutants

@@ -1,6 +1,6 @@
-"""The embedded worker: runs execute on this process's event loop (no broker), and a
-stuck-run sweeper does for it what Celery beat's ``traces.sweep_stuck_runs`` does for the
-production shape."""
+"""The embedded worker: runs execute on this process's event loop (no broker); a stuck-run
+sweeper and a rollout evaluator do for it what Celery beat's ``traces.sweep_stuck_runs``
+and ``policies.evaluate_rollouts`` do for the production shape."""
 
 from __future__ import annotations
 
@@ -33,8 +33,15 @@ def embedded_worker_start() -> bool:
             return False
         _started = True
     loop_runner().submit(stuck_runs_sweep_forever(interval=settings.AGENT_SWEEP_INTERVAL_SECONDS))
+    loop_runner().submit(
+        rollouts_evaluate_forever(interval=settings.ROLLOUT_EVALUATE_INTERVAL_SECONDS)
+    )
     logger.info(
-        "embedded_worker.started", extra={"sweep_interval": settings.AGENT_SWEEP_INTERVAL_SECONDS}
+        "embedded_worker.started",
+        extra={
+            "sweep_interval": settings.AGENT_SWEEP_INTERVAL_SECONDS,
+            "rollout_interval": settings.ROLLOUT_EVALUATE_INTERVAL_SECONDS,
+        },
     )
     return True
 
@@ -50,3 +57,15 @@ async def stuck_runs_sweep_forever(*, interval: float) -> None:
             # A failed sweep (database briefly away) must not end the sweeper.
             logger.exception("embedded_worker.sweep_failed")
         await asyncio.sleep(interval)
+
+
+async def rollouts_evaluate_forever(*, interval: float) -> None:
+    """Judge the open canary rollout every ``interval`` seconds (``policies.rollouts``)."""
+    from policies.tasks import evaluate_rollouts
+
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await sync_to_async(evaluate_rollouts)()
+        except Exception:
+            logger.exception("embedded_worker.rollouts_failed")

@@ -150,7 +150,7 @@ def parse_reasoning(text: str) -> tuple[ReasoningStep, ParseMode]:
 
     strict_problem: str | None = None
     try:
-        document = json.loads(body)
+        document = json.loads(body, strict=False)
     except ValueError as exc:
         strict_problem = f"the reply is not valid JSON ({exc})"
     else:
@@ -197,7 +197,7 @@ def parse_reflection(text: str) -> Reflection:
             f"The reply was {len(body)} characters long. {REFLECTION_FORMAT_HINT}", raw=text
         )
     try:
-        document = json.loads(body)
+        document = json.loads(body, strict=False)
     except ValueError:
         document = None
     if isinstance(document, dict):
@@ -479,7 +479,7 @@ def _parse_structured_literal(text: str) -> Any:
     """Read a JSON (or Python-literal) object or array, tolerating full-width punctuation."""
     for candidate in dict.fromkeys((text, text.translate(FULL_WIDTH_TO_ASCII))):
         try:
-            return json.loads(candidate)
+            return json.loads(candidate, strict=False)
         except ValueError:
             pass
         try:
@@ -561,7 +561,7 @@ def _embedded_objects(text: str) -> Iterator[dict[str, Any]]:
         end = _balanced_object_end(text, start)
         if end is not None:
             try:
-                document = json.loads(text[start : end + 1])
+                document = json.loads(text[start : end + 1], strict=False)
             except ValueError:
                 document = None
             if isinstance(document, dict):

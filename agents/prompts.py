@@ -8,6 +8,7 @@ that is not in the prompt it is sent.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,16 +27,14 @@ SYSTEM_PROMPT = (
     "were not shown. When the observations answer the request, give the final answer."
 )
 
-REASONING_INSTRUCTIONS = (
-    "Reply with ONE JSON object and nothing else:\n"
-    '{"thought": "<what you know, what is missing, what you do next; <= 80 words>", '
-    '"action": "<one tool name from Tools, or final_answer>", '
-    '"action_input": {<arguments matching the tool params schema>}, '
-    '"expectation": "<what the tool should return>", '
-    '"final_answer": "<only when action is final_answer: the reply to the customer, '
-    'citing the facts from observations>"}'
+# Concrete examples, never <placeholders>: small models copy placeholders back verbatim.
+REASONING_RULES = (
+    '"action" is exactly one tool name from Tools, or final_answer. "action_input" holds '
+    'the arguments the tool\'s params schema asks for (empty for final_answer). "thought" '
+    "says what you know, what is missing and what you do next, in at most 80 words. "
+    '"final_answer" (only with final_answer) is the reply to the customer, citing facts '
+    "from the observations. The example values above are not facts about this request."
 )
-
 ANSWER_STYLE_INSTRUCTIONS = (
     "In the final answer, write for the customer: name each product by its product name "
     "with its SKU code in parentheses, write dates and times the way the locale above "
@@ -45,9 +44,11 @@ ANSWER_STYLE_INSTRUCTIONS = (
 
 REFLECTION_INSTRUCTIONS = (
     "Compare the observation with the expectation. If they differ you must say so, name "
-    "the most likely cause and choose a different next move. Reply with ONE JSON object:\n"
-    '{"expectation_met": true|false, "likely_cause": "<cause if not met>", '
-    '"next": "continue|switch|stop"}'
+    "the most likely cause and choose a different next move (next is continue, switch or "
+    "stop). Reply with ONE JSON object and nothing else, shaped like one of these:\n"
+    '{"expectation_met": false, "likely_cause": "the tool answered 404: no such id", '
+    '"next": "switch"}\n'
+    '{"expectation_met": true, "likely_cause": "", "next": "continue"}'
 )
 
 
@@ -107,6 +108,47 @@ def render_tools(tools: list[ToolSpec]) -> list[str]:
     ]
 
 
+def reasoning_instructions(tools: Sequence[ToolSpec]) -> str:
+    """The reply format, with a worked example that calls one of this run's own tools."""
+    tool = tools[0] if tools else ToolSpec("get_order", "", {})
+    properties = tool.params_schema.get("properties") or {}
+    required = tool.params_schema.get("required") or list(properties)[:1]
+    arguments = {name: _example_value(properties.get(name) or {}) for name in required}
+    call = {
+        "thought": f"I need what {tool.name} returns before I can answer.",
+        "action": tool.name,
+        "action_input": arguments,
+        "expectation": f"the result of {tool.name}",
+    }
+    answer = {
+        "thought": "The observations answer the request.",
+        "action": "final_answer",
+        "action_input": {},
+        "final_answer": "I could not find that order; please check its number.",
+    }
+    return (
+        "Reply with ONE JSON object and nothing else, shaped like one of these:\n"
+        f"{json.dumps(call, ensure_ascii=False)}\n{json.dumps(answer)}\n{REASONING_RULES}"
+    )
+
+
+def _example_value(schema: dict[str, Any]) -> Any:
+    """A concrete value for one parameter: its enum, example, or "like X" description."""
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if schema.get("examples"):
+        return schema["examples"][0]
+    kind = schema.get("type")
+    if kind == "integer":
+        return 2
+    if kind == "number":
+        return 2.5
+    if kind == "boolean":
+        return True
+    match = re.search(r"\blike (\S+)", str(schema.get("description", "")))
+    return match.group(1).rstrip(".,;") if match else "text"
+
+
 def reasoning_messages(
     *,
     query: str,
@@ -158,7 +200,7 @@ def reasoning_messages(
         _section("Earlier rounds", [f"- {rnd.summary_line()}" for rnd in earlier_rounds]),
         _section("Recent rounds", recent),
         _section("Warnings", [f"- {warning}" for warning in warnings]),
-        _section("Instructions", [REASONING_INSTRUCTIONS]),
+        _section("Instructions", [reasoning_instructions(tools)]),
     ]
     return [
         ChatMessage(role="system", content=SYSTEM_PROMPT),
@@ -216,9 +258,10 @@ RAG_GRADE_INSTRUCTIONS = (
     "- critique: name the missing or unsupported facts.\n"
     "- improved_search_query: when is_helpful is false, a better search query (key terms "
     "of the missing facts) for retrieving the right documents; otherwise null.\n"
-    "Reply with ONE JSON object and nothing else:\n"
-    '{"is_grounded": true|false, "is_helpful": true|false, "critique": "<...>", '
-    '"improved_search_query": "<query>"|null}'
+    "Reply with ONE JSON object and nothing else, shaped like one of these:\n"
+    '{"is_grounded": true, "is_helpful": true, "critique": "", "improved_search_query": null}\n'
+    '{"is_grounded": false, "is_helpful": false, "critique": "The draft names a fee the '
+    'documents do not mention.", "improved_search_query": "return shipping fee"}'
 )
 
 

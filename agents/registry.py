@@ -57,6 +57,15 @@ def register_tool(
     return decorator
 
 
+def unregister_tool(name: str) -> ToolDefinition | None:
+    """Forget an in-process tool; returns its definition, None if there was none.
+
+    Tests register tools of their own for one test and take them away again, so that a
+    tool of one test never shows up in another test's prompt.
+    """
+    return _PYTHON_TOOLS.pop(name, None)
+
+
 def registered_python_tool(name: str) -> ToolDefinition | None:
     return _PYTHON_TOOLS.get(name)
 

@@ -34,7 +34,7 @@ from agents.executor import (
 from agents.grounding import LookupHistory, answer_judge, unsupported_fact
 from agents.intents import intent_detect
 from agents.llm.base import LLMClient, LLMError, LLMResponse
-from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
+from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection, reasoning_json_schema
 from agents.observation import observation_reduce
 from agents.parsing import ModelFormatError, parse_reasoning, parse_reflection
 from agents.policy_runtime import (
@@ -415,9 +415,9 @@ class AgentRun:
             RunState.PROCESSING_OBSERVATION: self._process_observation,
             RunState.REFLECTING: self._reflect,
         }
-        if self.state == RunState.EXECUTING_TOOL or self.state == RunState.PROCESSING_OBSERVATION:
-            # Cannot be restored from records; re-validate the pending action instead.
-            self.memory.state = RunState.VALIDATING_ACTION
+        # Records never restore EXECUTING_TOOL or PROCESSING_OBSERVATION: a run that died in
+        # either is rebuilt at VALIDATING_ACTION (its decision recorded, its call not) and
+        # re-validates the pending action; ``_execute`` skips a call recorded meanwhile.
         try:
             if self.config.run_time_limit_seconds:
                 async with asyncio.timeout(self.config.run_time_limit_seconds):
@@ -473,7 +473,13 @@ class AgentRun:
             time_zone=self.style.time_zone,
             customer_facts=self.customer_facts,
         )
-        response = await self._complete(messages, ReasoningStep, "reasoning", round_number)
+        response = await self._complete(
+            messages,
+            ReasoningStep,
+            "reasoning",
+            round_number,
+            json_schema=reasoning_json_schema({t.name: t.params_schema for t in self.tool_specs}),
+        )
         if response is None:
             return
         usage = self._usage(response)
@@ -950,10 +956,18 @@ class AgentRun:
 
     # --- helpers ---------------------------------------------------------------
     async def _complete(
-        self, messages: Any, schema: type, purpose: str, round_number: int
+        self,
+        messages: Any,
+        schema: type,
+        purpose: str,
+        round_number: int,
+        *,
+        json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse | None:
         try:
-            return await self.llm.complete(messages=messages, schema=schema, purpose=purpose)
+            return await self.llm.complete(
+                messages=messages, schema=schema, purpose=purpose, json_schema=json_schema
+            )
         except LLMError as exc:
             await self._stop("LLM_ERROR", f"{purpose}: {exc}", round_number=round_number)
             return None

@@ -25,7 +25,7 @@ from agents.knowledge import kb_asearch
 from agents.llm.factory import llm_client_build
 from agents.memory import MAX_FACTS_PER_CUSTOMER, facts_extract
 from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool, ToolAlert
-from agents.policy_runtime import RuntimePolicy
+from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
@@ -524,8 +524,9 @@ async def run_execute(
 ) -> RunOutcome | None:
     """Execute (or resume) one run to a terminal state. Idempotent per trace id.
 
-    ``policy`` overrides the version the run's bucket resolves to (replays use it);
-    ``reflect`` hands the ended run to confidence bookkeeping and Reflexion.
+    ``policy`` overrides the version the run's bucket resolves to (replays use it; no A/B
+    experiment arm is assigned then); ``reflect`` hands the ended run to confidence
+    bookkeeping and Reflexion.
     """
     try:
         loaded = await sync_to_async(_load_run)(trace_id)
@@ -544,9 +545,20 @@ async def run_execute(
     recorder.on_step = on_step
     try:
         if policy is None:
+            from policies.experiments import CONTROL, experiment_arm_for_run
             from policies.selectors import runtime_policy_for_run
 
-            policy = await sync_to_async(runtime_policy_for_run)(bucket=trace.policy_bucket)
+            # A conversation stays on one version: an open rollout buckets by customer or
+            # session; the version it ran (canary or stable) is recorded on the trace.
+            policy = await sync_to_async(runtime_policy_for_run)(
+                bucket=trace.policy_bucket,
+                customer_id=trace.customer_id,
+                session_id=trace.session_id,
+                trace_id=trace_id,
+            )
+            # An A/B experiment's control arm runs without the learned strategies.
+            if await sync_to_async(experiment_arm_for_run)(trace=trace) == CONTROL:
+                policy = EMPTY_POLICY
         if policy.version != trace.policy_version:
             await sync_to_async(trace_services.trace_set_policy)(
                 trace_id=trace_id, version=policy.version
@@ -580,11 +592,24 @@ async def run_execute(
         error_type=outcome.error_type,
         outcome=outcome.outcome,
     )
+    await sync_to_async(_otel_export)(trace_id)
     if reflect:
         from policies.services import run_ended
 
         await sync_to_async(run_ended)(trace_id=trace_id)
     return outcome
+
+
+def _otel_export(trace_id: str) -> None:
+    """Export the ended run as OpenTelemetry GenAI spans when OTEL_EXPORTER_OTLP_* is set."""
+    from agents.otel import otel_export_enabled, trace_export
+
+    if not otel_export_enabled():
+        return
+    try:
+        trace_export(trace_id)
+    except Exception:  # telemetry never fails a run
+        logger.exception("otel.export_failed", extra={"trace_id": trace_id})
 
 
 async def _uses_selfrag(query: str) -> bool:

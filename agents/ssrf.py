@@ -155,8 +155,9 @@ def ssrf_address_block_reason(address: IPAddress) -> str | None:
         ("link-local", address.is_link_local),
         ("multicast", address.is_multicast),
         ("shared address space (100.64.0.0/10)", address in SHARED_ADDRESS_SPACE),
-        ("private", address.is_private),
+        # Before "private": Python counts the reserved 240.0.0.0/4 as private too.
         ("reserved", address.is_reserved),
+        ("private", address.is_private),
         ("site-local", isinstance(address, ipaddress.IPv6Address) and address.is_site_local),
     )
     for label, matches in checks:

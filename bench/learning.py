@@ -18,6 +18,7 @@ import logging
 import os
 import platform
 import random
+import re
 import statistics
 import sys
 import threading
@@ -199,13 +200,12 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
         oid = next(order_iter)
         status = _get(client, f"{base}/orders/{quote(oid, safe='')}")["status"]
         query = rng.choice(ORDER_TEMPLATES).format(oid=oid)
-        tasks.append(Task("", "order_status", "", query, {"contains_any": [f'"{status}"']}))
+        tasks.append(Task("", "order_status", "", query, {"status": status}))
     for _ in range(counts["returns"]):
         oid = next(order_iter)
         eligible = _get(client, f"{base}/returns/{quote(oid, safe='')}")["eligible"]
-        phrase = "is eligible for a return" if eligible else "is not eligible for a return"
         query = rng.choice(RETURN_TEMPLATES).format(oid=oid)
-        tasks.append(Task("", "returns", "", query, {"contains_any": [phrase]}))
+        tasks.append(Task("", "returns", "", query, {"eligible": bool(eligible)}))
     product_cycle = products * (1 + (counts["price"] + counts["stock"]) // max(1, len(products)))
     for kind in ("price", "stock"):
         for _ in range(counts[kind]):
@@ -213,12 +213,12 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
             skus = _get(client, f"{base}/products/{product_id}")["skus"]
             expected: dict[str, Any]
             if kind == "price":
-                amounts = set()
+                amounts: set[float] = set()
                 for sku in skus:
                     detail = _get(client, f"{base}/skus/{quote(sku['sku'], safe='')}")
-                    amounts |= {json.dumps(detail["price"]), json.dumps(detail["final_price"])}
+                    amounts |= {float(detail["price"]), float(detail["final_price"])}
                 query = rng.choice(PRICE_TEMPLATES).format(name=name)
-                expected = {"contains_any": sorted(amounts)}
+                expected = {"amounts": sorted(amounts)}
             else:
                 stock = {
                     sku["sku"]: _get(client, f"{base}/inventory/{quote(sku['sku'], safe='')}")[
@@ -238,10 +238,10 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
             sku = found[0]["skus"][0]["sku"]
             prices[name] = _get(client, f"{base}/skus/{quote(sku, safe='')}")["final_price"]
         if prices[name_a] == prices[name_b]:
-            expected = {"contains_any": ["Both cost the same"]}
+            expected = {"same_price": [name_a, name_b]}
         else:
             winner, loser = sorted(prices, key=prices.__getitem__)
-            expected = {"contains_any": [f"{winner} is cheaper than {loser}"]}
+            expected = {"cheaper": winner, "dearer": loser}
         query = rng.choice(COMPARE_TEMPLATES).format(a=name_a, b=name_b)
         tasks.append(Task("", "compare", "", query, expected))
     for i in range(counts["policy"]):
@@ -256,17 +256,108 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
 
 
 def answer_correct(task: Task, status: str, answer: str) -> bool:
+    """Whether ``answer`` states the sandbox's ground truth for ``task``, in any wording.
+
+    The judge knows the facts (an order's status, a return's eligibility, prices, stock,
+    which product is cheaper, a policy's number), never how any model phrases them.
+    """
     if status != "finished":
         return False
+    text = " ".join(answer.split())
+    lowered = text.lower()
     expected = task.expected
+    if "status" in expected:
+        return _says_status(lowered, str(expected["status"]))
+    if "eligible" in expected:
+        return _says_eligible(lowered) is expected["eligible"]
+    if "amounts" in expected:
+        return any(
+            abs(number - amount) < 0.005
+            for number in _numbers(text)
+            for amount in expected["amounts"]
+        )
+    if "stock_by_sku" in expected:
+        for sku, in_stock in expected["stock_by_sku"].items():
+            if sku.lower() in lowered:
+                return _says_in_stock(lowered) is bool(in_stock)
+        return False
+    if "cheaper" in expected:
+        return _says_cheaper(lowered, expected["cheaper"].lower(), expected["dearer"].lower())
+    if "same_price" in expected:
+        return bool(re.search(r"\b(same|equal|identical)\b", lowered)) and all(
+            name.lower() in lowered for name in expected["same_price"]
+        )
     if "contains_any" in expected:
-        return any(fact in answer for fact in expected["contains_any"])
-    for sku, in_stock in expected.get("stock_by_sku", {}).items():
-        if sku in answer:
-            said_in = " is in stock" in answer
-            said_out = "out of stock" in answer
-            return (in_stock and said_in) or (not in_stock and said_out)
+        said = _dash_normalise(lowered)
+        return any(_dash_normalise(fact.lower()) in said for fact in expected["contains_any"])
     return False
+
+
+ORDER_STATUSES = ("pending", "processing", "shipped", "delivered", "cancelled", "returned")
+_NEGATION = r"(not|n't|never|no longer|cannot|can't|isn't|is not|ineligible|unable)"
+
+
+def _says_status(lowered: str, status: str) -> bool:
+    """The true status is named and not negated, and the answer is no hedge listing several
+    (a delivered order that was then returned may mention its delivery date)."""
+    words = {s: rf"\b{s}\b" for s in ORDER_STATUSES}
+    words["cancelled"] = r"\bcancel+ed\b"
+    named = {s for s, pattern in words.items() if re.search(pattern, lowered)}
+    if status not in named or len(named) >= 3:
+        return False
+    negated = rf"\b(not|n't|never|yet to be)\b(\W+\w+){{0,2}}\W+{words[status]}"
+    return not re.search(negated, lowered)
+
+
+def _says_eligible(lowered: str) -> bool | None:
+    if re.search(r"\bineligible\b|\bnot (be )?eligible\b|\bcannot be returned\b", lowered):
+        return False
+    if re.search(rf"\b{_NEGATION}\b[^.]{{0,40}}\b(eligible|return)", lowered):
+        return False
+    if re.search(r"\beligible\b|\bcan (be )?return|\bcan be returned\b", lowered):
+        return True
+    return None
+
+
+def _says_in_stock(lowered: str) -> bool | None:
+    if re.search(
+        r"out of stock|not in stock|sold out|unavailable|not available|no stock|\b0 in stock",
+        lowered,
+    ):
+        return False
+    if re.search(r"\bin stock\b|\bavailable\b", lowered):
+        return True
+    return None
+
+
+def _says_cheaper(lowered: str, winner: str, loser: str) -> bool:
+    """The cheaper product is named as cheaper (or the dearer one as dearer): the subject of
+    a comparison word is the product named last before it."""
+    if winner not in lowered or loser not in lowered:
+        return False
+    cheaper = r"(cheaper|less expensive|costs less|lower price|more affordable)"
+    dearer = r"(more expensive|costs more|pricier|higher price|dearer)"
+    for words, right in ((cheaper, winner), (dearer, loser)):
+        for match in re.finditer(words, lowered):
+            before = lowered[: match.start()]
+            subject = max((winner, loser), key=before.rfind)
+            if before.rfind(subject) >= 0:
+                return subject == right
+    return False
+
+
+def _numbers(text: str) -> list[float]:
+    numbers = []
+    for raw in re.findall(r"\d[\d,]*(?:\.\d+)?", text):
+        try:
+            numbers.append(float(raw.replace(",", "")))
+        except ValueError:
+            continue
+    return numbers
+
+
+def _dash_normalise(text: str) -> str:
+    return re.sub(r"\s*[\u2010-\u2015-]\s*", "-", text)
 
 
 # --- running ---------------------------------------------------------------------------
@@ -624,11 +715,14 @@ def _experiment_run(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     call_command("demo_seed", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
     agent = Agent.objects.get(slug=DEFAULT_AGENT_SLUG)
-    previous = (settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL)
+    previous = (settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL, settings.POLICY_PUBLISH)
     # The environment's injected 500s are expected; don't log each one as a server error.
     logging.getLogger("django.request").setLevel(logging.CRITICAL)
     # Learning is driven explicitly below, in order, instead of by background jobs.
     settings.REFLEXION_ENABLED = False
+    # This report measures what learning buys, not the canary: approvals publish at once
+    # (bench.rollout measures rollouts).
+    settings.POLICY_PUBLISH = "at_once"
     try:
         with sandbox_server() as base_url:
             settings.SANDBOX_BASE_URL = base_url
@@ -672,7 +766,7 @@ def _experiment_run(
 
             faultrule_clear()
     finally:
-        settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL = previous
+        settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL, settings.POLICY_PUBLISH = previous
 
     c, t = arms["control"].results, arms["treatment"].results
     cs, ts = sum(r.success for r in c), sum(r.success for r in t)

@@ -63,7 +63,12 @@ class ScriptedModel:
         self.max_in_flight = 0
 
     async def complete(
-        self, *, messages: list[ChatMessage], schema: type[BaseModel], purpose: str
+        self,
+        *,
+        messages: list[ChatMessage],
+        schema: type[BaseModel],
+        purpose: str,
+        json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
         # The episode position follows from the prompt: rounds shown so far.
         prompt = messages[-1].content

@@ -41,6 +41,23 @@ def difference_interval(
     return (p2 - p1 - z * se, p2 - p1 + z * se)
 
 
+def newcombe_interval(
+    s1: int, n1: int, s2: int, n2: int, z: float = 1.959964
+) -> tuple[float, float]:
+    """95% interval of p2 - p1 from the two Wilson intervals (Newcombe's hybrid score
+    method): unlike the Wald interval it stays honest at 0% and 100% and small n."""
+    if n1 == 0 or n2 == 0:
+        return (0.0, 0.0)
+    p1, p2 = s1 / n1, s2 / n2
+    l1, u1 = wilson_interval(s1, n1, z)
+    l2, u2 = wilson_interval(s2, n2, z)
+    d = p2 - p1
+    return (
+        d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2),
+        d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2),
+    )
+
+
 def mean_interval(values: Sequence[float], z: float = 1.959964) -> tuple[float, float, float]:
     """Mean and its normal-approximation 95% interval."""
     if not values:
@@ -50,3 +67,101 @@ def mean_interval(values: Sequence[float], z: float = 1.959964) -> tuple[float, 
         return (mean, mean, mean)
     half = z * statistics.stdev(values) / math.sqrt(len(values))
     return (mean, mean - half, mean + half)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    # The fraction converges fast only on one side of the mean; use the symmetry otherwise.
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def student_t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` (not necessarily whole) degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    if df <= 0 or math.isnan(t):
+        return 1.0
+    return min(1.0, incomplete_beta(df / 2.0, 0.5, df / (df + t * t)))
+
+
+def welch_t_test(
+    mean1: float, var1: float, n1: int, mean2: float, var2: float, n2: int
+) -> tuple[float, float, float]:
+    """Welch's two-sided t-test of mean2 != mean1 from summary statistics (sample variances,
+    ddof=1): (t, Welch-Satterthwaite degrees of freedom, p_value). Fewer than two values in
+    an arm, or no spread and no difference, says nothing: (0, 0, 1)."""
+    if n1 < 2 or n2 < 2:
+        return (0.0, 0.0, 1.0)
+    s1, s2 = var1 / n1, var2 / n2
+    se2 = s1 + s2
+    if se2 <= 0:
+        if mean1 == mean2:
+            return (0.0, 0.0, 1.0)
+        # Two constant samples that differ: no test needed, and none possible.
+        return (math.copysign(math.inf, mean2 - mean1), float(n1 + n2 - 2), 0.0)
+    t = (mean2 - mean1) / math.sqrt(se2)
+    df = se2 * se2 / ((s1 * s1) / (n1 - 1) + (s2 * s2) / (n2 - 1))
+    return (t, df, student_t_two_sided_p(t, df))
+
+
+def welch_t_test_samples(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """Welch's t-test of mean(b) != mean(a) from the two samples themselves."""
+    if len(a) < 2 or len(b) < 2:
+        return (0.0, 0.0, 1.0)
+    return welch_t_test(
+        statistics.fmean(a), statistics.variance(a), len(a),
+        statistics.fmean(b), statistics.variance(b), len(b),
+    )  # fmt: skip
+
+
+def summary_variance(total: float, total_squares: float, n: int) -> float:
+    """Sample variance (ddof=1) from a count, a sum and a sum of squares (SQL aggregates)."""
+    if n < 2:
+        return 0.0
+    return max(0.0, (total_squares - total * total / n) / (n - 1))
+
+
+def mean_difference_interval(
+    mean1: float, var1: float, n1: int, mean2: float, var2: float, n2: int, z: float = 1.959964
+) -> tuple[float, float]:
+    """Normal-approximation 95% interval of mean2 - mean1 (unpooled)."""
+    if n1 == 0 or n2 == 0:
+        return (0.0, 0.0)
+    half = z * math.sqrt(var1 / n1 + var2 / n2)
+    return (mean2 - mean1 - half, mean2 - mean1 + half)

@@ -4,9 +4,12 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from policies.models import (
+    Experiment,
     Policy,
     PolicyVersion,
     ReflexionProposal,
+    Rollout,
+    RolloutDecision,
     Strategy,
     StrategyConfidenceEvent,
 )
@@ -78,4 +81,48 @@ class StrategyConfidenceEventAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in StrategyConfidenceEvent._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Experiment)
+class ExperimentAdmin(admin.ModelAdmin):
+    """Read-only: experiments are created, started and stopped on the Experiments page,
+    which checks the state and writes the audit rows."""
+
+    list_display = ["id", "name", "status", "traffic_percent", "started_at", "stopped_at"]
+    list_filter = ["status"]
+    search_fields = ["name"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Rollout)
+class RolloutAdmin(admin.ModelAdmin):
+    """Read-only: rollouts move through the rollout page (audited, with numbers)."""
+
+    list_display = ["id", "version", "stable", "strategy", "state", "percent", "created_at"]
+    list_filter = ["state"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(RolloutDecision)
+class RolloutDecisionAdmin(admin.ModelAdmin):
+    """Append-only history written by the evaluator and the manual controls."""
+
+    list_display = ["at", "rollout", "action", "from_percent", "to_percent", "actor_kind"]
+    list_filter = ["action", "actor_kind"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

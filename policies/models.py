@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from policies.branches import branch_describe
@@ -220,3 +221,191 @@ class StrategyConfidenceEvent(models.Model):
 
     def __str__(self) -> str:
         return f"S{self.strategy_id} {self.old:.2f} -> {self.new:.2f} ({self.reason})"
+
+
+class Rollout(models.Model):
+    """A canary: an inactive version served to a growing share of traffic until it is
+    promoted to the active version or rolled back.
+
+    The policy tree is versioned as one document, so at most one rollout is open at a time
+    (a partial unique index, not a check in code); strategies approved meanwhile wait.
+    """
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        PAUSED = "paused"
+        COMPLETED = "completed"
+        ROLLED_BACK = "rolled_back"
+
+    OPEN_STATES = (State.RUNNING, State.PAUSED)
+
+    version = models.OneToOneField(
+        PolicyVersion, on_delete=models.PROTECT, related_name="rollout", help_text="The canary."
+    )
+    stable = models.ForeignKey(
+        PolicyVersion,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The active version when the rollout started.",
+    )
+    strategy = models.ForeignKey(Strategy, on_delete=models.PROTECT, related_name="rollouts")
+    replaced = models.JSONField(
+        default=list, blank=True, help_text="Ids of the rivals the canary replaces."
+    )
+    schedule = models.JSONField(help_text="The percentages, copied from ROLLOUT_SCHEDULE.")
+    percent = models.PositiveSmallIntegerField()
+    state = models.CharField(max_length=12, choices=State.choices, default=State.RUNNING)
+    is_open = models.BooleanField(default=True)
+    step_started_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    author_kind = models.CharField(max_length=12, blank=True)
+    end_reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_open"],
+                condition=models.Q(is_open=True),
+                name="rollout_one_open_per_policy",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(percent__lte=100), name="rollout_percent_max_100"
+            ),
+        ]
+        permissions = [
+            (
+                "manage_rollouts",
+                "Can pause, resume, set, promote and roll back canary rollouts",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"rollout {self.pk} v{self.version.number} {self.state} {self.percent}%"
+
+    @property
+    def label(self) -> str:
+        return f"rollout {self.pk}"
+
+
+class RolloutDecision(models.Model):
+    """One decision on a rollout, by the evaluator or a person, with the numbers behind it."""
+
+    class Action(models.TextChoices):
+        START = "start"
+        HOLD = "hold"
+        PROMOTE = "promote"
+        COMPLETE = "complete"
+        ROLLBACK = "rollback"
+        PAUSE = "pause"
+        RESUME = "resume"
+        SET_PERCENT = "set_percent"
+
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="decisions")
+    at = models.DateTimeField(auto_now_add=True)
+    action = models.CharField(max_length=12, choices=Action.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    actor_kind = models.CharField(max_length=12, help_text="user, evaluator, system")
+    from_percent = models.PositiveSmallIntegerField()
+    to_percent = models.PositiveSmallIntegerField()
+    reason = models.CharField(max_length=300, blank=True)
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_end = models.DateTimeField(null=True, blank=True)
+    canary_n = models.PositiveIntegerField(default=0)
+    stable_n = models.PositiveIntegerField(default=0)
+    canary_error_rate = models.FloatField(null=True, blank=True)
+    stable_error_rate = models.FloatField(null=True, blank=True)
+    canary_success_rate = models.FloatField(null=True, blank=True)
+    stable_success_rate = models.FloatField(null=True, blank=True)
+    statistic = models.FloatField(null=True, blank=True, help_text="Two-proportion z.")
+    p_value = models.FloatField(null=True, blank=True)
+    canary_p50_ms = models.FloatField(null=True, blank=True)
+    canary_p95_ms = models.FloatField(null=True, blank=True)
+    stable_p50_ms = models.FloatField(null=True, blank=True)
+    stable_p95_ms = models.FloatField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["rollout", "at", "id"]
+        indexes = [models.Index(fields=["rollout", "at"], name="rollout_decision_history")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.from_percent}% -> {self.to_percent}% ({self.actor_kind})"
+
+
+class Experiment(models.Model):
+    """An A/B test of the learning loop (seed 000 §5.2): new sessions are split between a
+    control arm that runs without learned strategies and a treatment arm that runs with
+    the policy it would get anyway; the report compares the arms. At most one runs."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        RUNNING = "running"
+        STOPPED = "stopped"
+
+    class Arm(models.TextChoices):
+        CONTROL = "control", "Control: no learned strategies"
+        TREATMENT = "treatment", "Treatment: learned strategies"
+
+    name = models.CharField(max_length=100)
+    hypothesis = models.TextField(blank=True, max_length=2000)
+    status = models.CharField(
+        max_length=8, choices=Status.choices, default=Status.DRAFT, db_index=True
+    )
+    traffic_percent = models.PositiveSmallIntegerField(
+        default=100,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Share of new sessions that enter the experiment, split evenly between "
+        "the two arms; the other sessions run as usual and are not counted.",
+    )
+    planned_runs_per_arm = models.PositiveIntegerField(
+        default=200,
+        validators=[MinValueValidator(10), MaxValueValidator(1_000_000)],
+        help_text="The sample size the verdict is read at (p-values are fixed-horizon).",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status"],
+                condition=models.Q(status="running"),
+                name="experiment_one_running",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(traffic_percent__gte=1, traffic_percent__lte=100),
+                name="experiment_traffic_percent_range",
+            ),
+        ]
+        permissions = [("run_experiments", "Can create, start and stop A/B experiments")]
+
+    def __str__(self) -> str:
+        return f"E{self.pk} {self.name} [{self.status}]"
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("policies:experiment", args=[self.pk])
+
+    @property
+    def label(self) -> str:
+        return f"E{self.pk}"

@@ -23,12 +23,18 @@ from pydantic import BaseModel, Field
 from agents.llm.base import ChatMessage, LLMError
 from agents.llm.factory import llm_client_build
 from agents.models import Tool
+from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
 from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
-from policies.services import CONFIDENCE_START, audit, strategy_activate
+from policies.services import (
+    CONFIDENCE_START,
+    audit,
+    strategy_activate,
+    strategy_evidence_record,
+)
 from reviews.models import ReviewItem
-from traces.models import Job, Trace
+from traces.models import ErrorType, Job, Trace
 from traces.redaction import redact_text, redact_value
 from traces.services import job_finish, job_progress, job_running
 
@@ -297,9 +303,9 @@ def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[Cha
             "numeric_string_to_int}",
             "## Instructions\nAs a senior SRE, name the concrete field of this trace that caused "
             "the failure (5W1H), and one machine-applicable branch. Cite only fields and trace "
-            'ids shown above. Reply with ONE JSON object: {"root_cause": "<= 15 words", '
-            '"strategy_update": "<= 20 words", "kind": "...", "branch": {...}, '
-            '"cited_trace_ids": [...], "cited_fields": [...]}',
+            "ids shown above. root_cause has at most 15 words, strategy_update at most 20. "
+            "Reply with ONE JSON object and nothing else, shaped like this example (its "
+            "values are an example, not the answer):\n" + _reflexion_example(facts),
         ]
     )
     return [
@@ -308,18 +314,104 @@ def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[Cha
     ]
 
 
+def reflexion_json_schema(tool_names: list[str]) -> dict[str, Any]:
+    """ReflexionOutput for constrained decoding: ``kind`` an enum, ``branch`` a union of the
+    five branch shapes with their tools, error types, actions and transforms as enums. No
+    length bounds: the word limits are quality gates, checked after parsing."""
+    tool = {"type": "string", "enum": tool_names} if tool_names else {"type": "string"}
+    error_type = {"type": "string", "enum": [choice.value for choice in ErrorType]}
+
+    def shape(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+
+    text = {"type": "string"}
+    branches = [
+        shape({"text": text, "error_type": error_type}, ["text"]),
+        shape({"tool": tool, "schema": {"type": "object"}}, ["tool", "schema"]),
+        shape(
+            {
+                "tool": tool,
+                "arg": text,
+                "not_pattern": text,
+                "call": tool,
+                "input": {"type": "object"},
+                "take": text,
+                "assign": text,
+            },
+            ["tool", "arg", "not_pattern", "call", "input", "take", "assign"],
+        ),
+        shape(
+            {
+                "tool": tool,
+                "on": error_type,
+                "action": {"type": "string", "enum": list(ERROR_HANDLER_ACTIONS)},
+                "call": tool,
+                "input": {"type": "object"},
+            },
+            ["tool", "on", "action"],
+        ),
+        shape(
+            {
+                "tool": tool,
+                "field": text,
+                "transform": {"type": "string", "enum": list(TRANSFORMS)},
+            },
+            ["tool", "field", "transform"],
+        ),
+    ]
+    return {
+        "type": "object",
+        "properties": {
+            "root_cause": text,
+            "strategy_update": text,
+            "kind": {"type": "string", "enum": list(KINDS)},
+            "branch": {"anyOf": branches},
+            "cited_trace_ids": {"type": "array", "items": text},
+            "cited_fields": {"type": "array", "items": text},
+        },
+        "required": ["root_cause", "strategy_update", "kind", "branch"],
+    }
+
+
+def _reflexion_example(facts: FailureFacts) -> str:
+    """A concrete reply for this failure's tool and error type (a prompt hint)."""
+    tool = facts.tool or "get_order"
+    example = {
+        "root_cause": f"{tool} failed with {facts.error_type} on the arguments it was sent",
+        "strategy_update": f"Check {tool}'s params schema before calling it",
+        "kind": "prompt_hint",
+        "branch": {
+            "text": f"Send {tool} exactly the argument formats its params schema gives",
+            "error_type": facts.error_type,
+        },
+        "cited_trace_ids": [facts.trace_id],
+        "cited_fields": ["tool", "error_type"],
+    }
+    return json.dumps(example)
+
+
 def llm_reflexion(facts: FailureFacts) -> tuple[Proposal | None, str]:
     history = list(strategies_citable(error_type=facts.error_type))
     client = llm_client_build()
+    tool_names = sorted(Tool.objects.values_list("name", flat=True))
     try:
         response = async_to_sync(client.complete)(
-            messages=reflexion_messages(facts, history), schema=ReflexionOutput, purpose="reflexion"
+            messages=reflexion_messages(facts, history),
+            schema=ReflexionOutput,
+            purpose="reflexion",
+            json_schema=reflexion_json_schema(tool_names),
         )
     except LLMError as exc:
         return None, f"LLM reflexion failed: {redact_text(str(exc))}"
     text = response.text.strip().removeprefix("```json").removesuffix("```").strip()
     try:
-        output = ReflexionOutput.model_validate_json(text)
+        # strict=False: a grammar lets a raw newline into a string.
+        output = ReflexionOutput.model_validate(json.loads(text, strict=False))
     except ValueError as exc:
         # pydantic quotes the offending input, which is model output like the rest.
         return None, f"unparseable reflexion output: {redact_text(str(exc))[:300]}"
@@ -576,7 +668,19 @@ def reflexion_for_failure(
             same.save(update_fields=["agree_count", "updated_at"])
             same.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
             review_items_reopen_on_evidence(strategy=same, trace_id=facts.trace_id)
-        return _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
+        record = _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
+        if same.status in (Strategy.Status.PROPOSED, Strategy.Status.IN_REVIEW):
+            # A rule nobody applies yet earns confidence only from evidence: replay it against
+            # this new, independent failure too. A pass moves confidence like a successful
+            # application, a failure like a failed one, so a rule that keeps fixing fresh
+            # failures can reach the auto-merge bar and one that does not sinks.
+            passed, _detail = strategy_replay(proposal=proposal, facts=facts)
+            same = strategy_evidence_record(
+                strategy_id=same.pk, passed=passed, trace_id=facts.trace_id
+            )
+            if auto_approve is None and strategy_auto_mergeable(same):
+                strategy_auto_merge(strategy=same)
+        return record
 
     slot = branch_slot(proposal.kind, proposal.branch)
     rival = next(

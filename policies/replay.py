@@ -91,12 +91,16 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
                 signature = call_signature(facts.tool, facts.action_input)
                 key = hashlib.sha256(signature.encode()).hexdigest()
                 cached = await ToolResultCache.objects.filter(signature=key).aexists()
+                # The handler acts only when the call fails, and then only with a cached
+                # result: an upstream that recovered by itself says nothing about it.
+                if not cached:
+                    return False, "nothing cached for this call: the handler has nothing to serve"
                 ok, detail = await _call(executor, facts.tool, arguments)
-                if ok:
-                    return True, f"upstream recovered ({detail})"
-                if cached:
-                    return True, "serves cached data instead of failing"
-                return False, "upstream still failing and nothing cached to serve"
+                upstream = "recovered" if ok else "still failing"
+                return (
+                    True,
+                    f"serves cached data when the call fails (upstream {upstream}: {detail})",
+                )
 
             if action == "retry_once":
                 for name, transform in branch.get("transform", {}).items():

@@ -5,32 +5,75 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Prefetch, Q, QuerySet
+from django.db import connection
+from django.db.models import Aggregate, Count, FloatField, Prefetch, Q, QuerySet
+from django.db.models.functions import Trunc
+from django.utils import timezone
 
 from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
 from policies.branches import runtime_policy_compile
-from policies.models import PolicyVersion, Strategy, StrategyConfidenceEvent
+from policies.models import (
+    PolicyVersion,
+    Rollout,
+    RolloutDecision,
+    Strategy,
+    StrategyConfidenceEvent,
+)
+from policies.rollout_stats import percentile, rollout_routes_canary, routing_key
 from traces.models import Trace
 from traces.selectors import traces_visible_to
 
 # Reading the policy tree, its versions and strategy histories (ops, admins).
 VIEW_POLICIES = "policies.view_policyversion"
+# Pausing, resuming, setting, promoting and rolling back canary rollouts (ops, admins).
+MANAGE_ROLLOUTS = "policies.manage_rollouts"
 
 # Strategies a version lists that the runtime still applies (deprecated/rejected stop).
 APPLIED_STATUSES = (Strategy.Status.ACTIVE, Strategy.Status.APPROVED, Strategy.Status.IN_REVIEW)
 
-# A new version or a deprecation must reach every worker within a second: the compiled
-# policy is cached per process for at most this long.
-_CACHE_SECONDS = 1.0
+# A new version, a deprecation or a rollout percentage must reach every worker within a
+# second: the routing state (the stable and canary policies and the split) is cached per
+# process for at most half of that.
+_CACHE_SECONDS = 0.5
 _cache_lock = threading.Lock()
-_cache: dict[str, tuple[float, RuntimePolicy]] = {}
+_cache: dict[str, tuple[float, PolicyRouting]] = {}
+
+
+@dataclass(frozen=True)
+class PolicyRouting:
+    """What a process needs to route a run: stable, and the open rollout's canary if any."""
+
+    stable: RuntimePolicy
+    canary: RuntimePolicy | None = None
+    rollout_id: int | None = None
+    percent: int = 0
+
+    def policy_for(self, *, key: str, bucket: int | None) -> RuntimePolicy:
+        if self.canary is None or self.rollout_id is None or self.percent <= 0:
+            return self.stable
+        if key:
+            on_canary = rollout_routes_canary(
+                rollout_id=self.rollout_id, key=key, percent=self.percent
+            )
+        else:
+            # Nothing names the conversation: the run's own bucket 0..99 decides.
+            on_canary = bucket is not None and bucket < self.percent
+        return self.canary if on_canary else self.stable
 
 
 def policy_version_active() -> PolicyVersion | None:
     return PolicyVersion.objects.filter(is_active=True).first()
+
+
+def rollout_open() -> Rollout | None:
+    """The open rollout (running or paused): at most one exists."""
+    return (
+        Rollout.objects.select_related("version", "stable", "strategy").filter(is_open=True).first()
+    )
 
 
 def runtime_policy_build(version: PolicyVersion | None) -> RuntimePolicy:
@@ -42,18 +85,40 @@ def runtime_policy_build(version: PolicyVersion | None) -> RuntimePolicy:
     return runtime_policy_compile(version=version.label, strategies=list(rows))
 
 
-def runtime_policy_for_run(*, bucket: int | None = None) -> RuntimePolicy:
-    """The policy a run applies: the active version (canary buckets arrive with rollouts)."""
-    key = "active"
+def policy_routing_build() -> PolicyRouting:
+    stable = runtime_policy_build(policy_version_active())
+    rollout = rollout_open()
+    if rollout is None:
+        return PolicyRouting(stable=stable)
+    return PolicyRouting(
+        stable=stable,
+        canary=runtime_policy_build(rollout.version),
+        rollout_id=rollout.pk,
+        percent=rollout.percent,
+    )
+
+
+def policy_routing() -> PolicyRouting:
+    key = "routing"
     now = time.monotonic()
     with _cache_lock:
         cached = _cache.get(key)
         if cached and now - cached[0] < _CACHE_SECONDS:
             return cached[1]
-    policy = runtime_policy_build(policy_version_active())
+    routing = policy_routing_build()
     with _cache_lock:
-        _cache[key] = (now, policy)
-    return policy
+        _cache[key] = (now, routing)
+    return routing
+
+
+def runtime_policy_for_run(
+    *, bucket: int | None = None, customer_id: str = "", session_id: str = "", trace_id: str = ""
+) -> RuntimePolicy:
+    """The policy a run applies: stable, or the open rollout's canary for the share of
+    customers (else sessions, else runs) its percentage selects. ``bucket`` (0..99) only
+    decides for a run that names none of them."""
+    key = routing_key(customer_id=customer_id, session_id=session_id, trace_id=trace_id)
+    return policy_routing().policy_for(key=key, bucket=bucket)
 
 
 def runtime_policy_cache_clear() -> None:
@@ -172,3 +237,111 @@ def strategy_approvals_by_error_type(*, error_types: list[str]) -> dict[str, lis
     for error_type, approved_at in rows:
         approvals.setdefault(error_type, []).append(approved_at)
     return approvals
+
+
+# --- the rollout pages --------------------------------------------------------------------
+
+
+# A run that failed, or ended (handed over) after an error it could not get past.
+RUN_ERROR = Q(status=Trace.Status.FAILED) | ~Q(error_type="")
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's interpolated percentile (the same rule as ``rollout_stats.percentile``)."""
+
+    function = "PERCENTILE_CONT"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+def percentiles_in_database() -> bool:
+    """PostgreSQL computes percentiles; SQLite (the embedded shape) does not."""
+    return connection.vendor == "postgresql"
+
+
+def user_can_manage_rollouts(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(user.has_perm(MANAGE_ROLLOUTS))  # type: ignore[union-attr]
+
+
+def rollouts_page(*, limit: int = 100) -> list[Rollout]:
+    """The open rollout first, then the latest ended ones."""
+    return list(
+        Rollout.objects.select_related("version", "stable", "strategy", "created_by").order_by(
+            "-is_open", "-created_at", "-id"
+        )[:limit]
+    )
+
+
+def rollout_decisions(*, rollout: Rollout) -> list[RolloutDecision]:
+    return list(rollout.decisions.select_related("actor").order_by("at", "id"))
+
+
+def _series_bucket(span_seconds: float) -> str:
+    if span_seconds <= 3 * 3600:
+        return "minute"
+    if span_seconds <= 4 * 86400:
+        return "hour"
+    return "day"
+
+
+def rollout_series(*, rollout: Rollout) -> dict[str, Any]:
+    """Canary and stable per time bucket since the rollout started: runs, error rate,
+    success rate and p95 latency, plus the canary percentage after each decision."""
+    start = rollout.created_at
+    end = rollout.ended_at or timezone.now()
+    bucket = _series_bucket((end - start).total_seconds())
+    labels = {"canary": rollout.version.label}
+    labels["stable"] = rollout.stable.label if rollout.stable is not None else ""
+    runs = Trace.objects.filter(
+        origin=Trace.Origin.CUSTOMER,
+        status__in=Trace.TERMINAL_STATUSES,
+        created_at__gte=start,
+        created_at__lte=end,
+        policy_version__in=list(labels.values()),
+    ).annotate(at=Trunc("created_at", bucket, tzinfo=UTC))
+    counts: dict[str, Any] = {
+        "n": Count("id"),
+        "errors": Count("id", filter=RUN_ERROR),
+        "successes": Count("id", filter=Q(status=Trace.Status.FINISHED)),
+    }
+    if percentiles_in_database():
+        counts["p95"] = PercentileCont("total_latency_ms", 0.95)
+    rows = list(runs.values("at", "policy_version").annotate(**counts).order_by("at"))
+    if not percentiles_in_database():
+        # SQLite: the p95 of each cell in Python (the embedded shape's volumes are small).
+        latencies: dict[tuple[datetime, str], list[float]] = {}
+        for at, label, latency in runs.values_list("at", "policy_version", "total_latency_ms"):
+            latencies.setdefault((at, label), []).append(latency)
+        for row in rows:
+            row["p95"] = percentile(latencies.get((row["at"], row["policy_version"]), []), 95)
+    buckets: list[datetime] = []
+    cells: dict[tuple[datetime, str], dict[str, Any]] = {}
+    for row in rows:
+        if row["at"] not in buckets:
+            buckets.append(row["at"])
+        cells[(row["at"], row["policy_version"])] = row
+
+    def arm(label: str) -> dict[str, list[Any]]:
+        series: dict[str, list[Any]] = {"n": [], "error_rate": [], "success_rate": [], "p95_ms": []}
+        for at in buckets:
+            cell = cells.get((at, label))
+            n = cell["n"] if cell else 0
+            series["n"].append(n)
+            series["error_rate"].append(round(cell["errors"] / n, 4) if cell and n else None)
+            series["success_rate"].append(round(cell["successes"] / n, 4) if cell and n else None)
+            series["p95_ms"].append(round(cell["p95"], 1) if cell and n else None)
+        return series
+
+    return {
+        "bucket": bucket,
+        "buckets": [at.isoformat() for at in buckets],
+        "canary": {"label": labels["canary"], **arm(labels["canary"])},
+        "stable": {"label": labels["stable"] or "no policy", **arm(labels["stable"])},
+        "decisions": [
+            {"at": d.at.isoformat(), "action": d.action, "to_percent": d.to_percent}
+            for d in rollout.decisions.order_by("at", "id")
+        ],
+    }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from policies.branches import branch_slot
@@ -104,6 +105,23 @@ def strategy_outcome_record(*, strategy_id: int, success: bool, trace_id: str = 
     return strategy
 
 
+def strategy_evidence_record(*, strategy_id: int, passed: bool, trace_id: str = "") -> Strategy:
+    """A replay of a not-yet-applied strategy against a new failure: move its confidence."""
+    with transaction.atomic():
+        strategy = Strategy.objects.select_for_update().get(pk=strategy_id)
+        before = strategy.confidence
+        strategy.confidence = confidence_next(before, success=passed)
+        StrategyConfidenceEvent.objects.create(
+            strategy=strategy,
+            old=before,
+            new=strategy.confidence,
+            reason="replay passed" if passed else "replay failed",
+            trace_id=trace_id or None,
+        )
+        strategy.save(update_fields=["confidence", "updated_at"])
+    return strategy
+
+
 def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
     """Score every strategy a finished run applied. Step-level kinds count once per step
     they touched (success = that step succeeded); hints and validation rules count once per
@@ -141,8 +159,8 @@ def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
 def policy_members_with(
     *, current: PolicyVersion | None, strategy: Strategy
 ) -> tuple[list[Strategy], list[Strategy]]:
-    """The strategies of a version made from ``current`` plus ``strategy``, and the rivals
-    it replaces (one rule per slot: the new strategy takes the place of a rival there)."""
+    """The strategies of ``current`` plus ``strategy``, and the rivals it replaces: one rule
+    per slot, so a strategy replaces a live one that sits in the same place."""
     members = (
         list(current.strategies.exclude(status__in=["deprecated", "rejected"])) if current else []
     )
@@ -154,8 +172,37 @@ def policy_members_with(
     return members, replaced
 
 
-def strategy_activate(*, strategy: Strategy, actor: Any = None, author_kind: str) -> Any:
-    """Approve ``strategy`` and publish a new version: the active strategies plus this one."""
+def strategy_activate(
+    *, strategy: Strategy, actor: Any = None, author_kind: str, at_once: bool | None = None
+) -> PolicyVersion | None:
+    """Approve ``strategy`` and publish it.
+
+    With ``POLICY_PUBLISH=canary`` (the default) the new version n+1 starts as a canary
+    rollout at the first ``ROLLOUT_SCHEDULE`` step and is returned inactive; while another
+    rollout is open the strategy stays approved and waits (None), and starts when that
+    rollout ends. ``at_once`` (or ``POLICY_PUBLISH=at_once``) makes it active right away.
+    """
+    if at_once is None:
+        at_once = settings.POLICY_PUBLISH == "at_once"
+    if not at_once:
+        from policies.rollouts import rollout_start
+
+        with transaction.atomic():
+            strategy = Strategy.objects.select_for_update().get(pk=strategy.pk)
+            strategy.status = Strategy.Status.APPROVED
+            strategy.save(update_fields=["status", "updated_at"])
+            audit(
+                action="strategy.approve",
+                target=strategy.label,
+                actor=actor,
+                details={"author_kind": author_kind, "publish": "canary"},
+            )
+            rollout = rollout_start(strategy=strategy, actor=actor, author_kind=author_kind)
+        return rollout.version if rollout is not None else None
+    return _strategy_publish_at_once(strategy=strategy, actor=actor, author_kind=author_kind)
+
+
+def _strategy_publish_at_once(*, strategy: Strategy, actor: Any, author_kind: str) -> PolicyVersion:
     from policies.documents import policy_version_create
 
     with transaction.atomic():

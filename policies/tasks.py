@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from celery import shared_task
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
 
+from policies.models import Experiment
 from traces.models import Trace
 
 logger = logging.getLogger(__name__)
@@ -21,10 +23,13 @@ _pending: list[Future[None]] = []
 
 def reflexion_inprocess_drain(*, timeout: float = 120.0) -> int:
     """Wait for the in-process Reflexion jobs queued so far (a CLI must not exit under
-    them); return how many finished."""
+    them); return how many finished. Raises TimeoutError when ``timeout`` seconds pass
+    first (the jobs go on; a job not waited for stays queued for the next drain)."""
     done = 0
+    deadline = time.monotonic() + timeout
     while _pending:
-        _pending.pop(0).result(timeout=timeout)
+        _pending[0].result(timeout=max(0.0, deadline - time.monotonic()))
+        _pending.pop(0)
         done += 1
     return done
 
@@ -41,6 +46,9 @@ def reflexion_enqueue(*, trace_id: str) -> bool:
 
     trace = Trace.objects.filter(pk=trace_id).first()
     if trace is None or not settings.REFLEXION_ENABLED or not trace_needs_reflexion(trace):
+        return False
+    # An A/B experiment's control arm is the loop switched off: it must not learn either.
+    if trace.experiment_arm == Experiment.Arm.CONTROL:
         return False
     window = settings.REFLEXION_DEBOUNCE_SECONDS
     fresh = [
@@ -69,8 +77,8 @@ def _reflect_inprocess(trace_id: str) -> None:
     name="policies.reflect_trace",
     ignore_result=True,
     acks_late=True,
-    soft_time_limit=120,
-    time_limit=150,
+    soft_time_limit=settings.REFLEXION_SOFT_TIME_LIMIT,
+    time_limit=settings.REFLEXION_SOFT_TIME_LIMIT + 30,
 )
 def reflect_trace(trace_id: str) -> None:
     """Turn a failed trace's classified errors into proposed strategies."""
@@ -81,3 +89,13 @@ def reflect_trace(trace_id: str) -> None:
         "reflexion.done",
         extra={"trace_id": trace_id, "outcomes": [p.outcome for p in proposals]},
     )
+
+
+@shared_task(name="policies.evaluate_rollouts", ignore_result=True, soft_time_limit=50)
+def evaluate_rollouts() -> str:
+    """Judge the open canary rollout (Celery beat runs this every
+    ``ROLLOUT_EVALUATE_INTERVAL_SECONDS``; the embedded shape's worker loop does too)."""
+    from policies.rollouts import rollouts_evaluate
+
+    decision = rollouts_evaluate()
+    return decision.action if decision is not None else ""

@@ -1,4 +1,5 @@
-"""Staff pages of the policy tree: the active version, versions, diffs, strategies.
+"""Staff pages of the policy tree: the active version, versions, diffs, strategies, the
+canary rollouts and the A/B experiments of the learning loop.
 
 Views stay thin: documents.py renders and compares the YAML, selectors.py reads rows.
 """
@@ -10,10 +11,12 @@ from functools import wraps
 from typing import Any
 
 import yaml
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
 
 from policies.documents import (
     policy_document_parse,
@@ -21,14 +24,36 @@ from policies.documents import (
     policy_document_tree,
     policy_version_get,
 )
-from policies.models import PolicyVersion, Strategy
+from policies.experiments import (
+    ALPHA,
+    ExperimentStateError,
+    experiment_create,
+    experiment_report,
+    experiment_start,
+    experiment_stop,
+    experiments_page,
+    user_can_run_experiments,
+)
+from policies.forms import ExperimentForm
+from policies.models import Experiment, PolicyVersion, Rollout, Strategy
+from policies.rollout_stats import rollout_judge, schedule_next
+from policies.rollouts import (
+    RolloutError,
+    rollout_manual,
+    rollout_rules,
+    rollout_window,
+)
 from policies.selectors import (
     policy_version_active,
     policy_versions_page,
+    rollout_decisions,
+    rollout_series,
+    rollouts_page,
     strategies_by_id,
     strategy_confidence_history,
     strategy_source_traces,
     strategy_versions,
+    user_can_manage_rollouts,
     user_can_view_policies,
 )
 from policies.services import CONFIDENCE_CITE_MIN, CONFIDENCE_DEPRECATE_BELOW
@@ -191,3 +216,191 @@ def strategy_detail(request: HttpRequest, strategy_id: int) -> HttpResponse:
             "versions": strategy_versions(strategy=strategy),
         },
     )
+
+
+# --- A/B experiments ----------------------------------------------------------------------
+
+
+def _experiment_runner(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not user_can_run_experiments(request.user):
+            raise PermissionDenied("Only ops staff and admins run experiments.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+@_experiment_runner
+@require_http_methods(["GET"])
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "policies/experiments.html", {"experiments": experiments_page()})
+
+
+@_experiment_runner
+@require_http_methods(["GET", "POST"])
+def experiment_new(request: HttpRequest) -> HttpResponse:
+    form = ExperimentForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        experiment = experiment_create(actor=request.user, **form.cleaned_data)
+        messages.success(request, f"{experiment.label} created as a draft: start it to split.")
+        return redirect(experiment)
+    return render(
+        request,
+        "policies/experiment_new.html",
+        {"form": form},
+        status=400 if form.errors else 200,
+    )
+
+
+@_experiment_runner
+@require_http_methods(["GET"])
+def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = get_object_or_404(
+        Experiment.objects.select_related("created_by"), pk=experiment_id
+    )
+    return render(
+        request,
+        "policies/experiment.html",
+        {
+            "experiment": experiment,
+            "report": experiment_report(experiment=experiment),
+            "alpha": ALPHA,
+        },
+    )
+
+
+# Each asks for confirmation on GET and acts on POST (audited by the service).
+EXPERIMENT_ACTIONS = {"start": "Start", "stop": "Stop"}
+
+
+@_experiment_runner
+@require_http_methods(["GET", "POST"])
+def experiment_action(request: HttpRequest, experiment_id: int, action: str) -> HttpResponse:
+    if action not in EXPERIMENT_ACTIONS:
+        raise Http404("No such experiment action.")
+    experiment = get_object_or_404(Experiment, pk=experiment_id)
+    if request.method == "GET":
+        return render(
+            request,
+            "policies/experiment_confirm.html",
+            {
+                "experiment": experiment,
+                "action": action,
+                "verb": EXPERIMENT_ACTIONS[action],
+                "running": Experiment.objects.filter(status=Experiment.Status.RUNNING)
+                .exclude(pk=experiment.pk)
+                .first(),
+            },
+        )
+    do = experiment_start if action == "start" else experiment_stop
+    try:
+        do(experiment_id=experiment.pk, actor=request.user)
+    except ExperimentStateError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"{experiment.label} started: new sessions are split from now on."
+            if action == "start"
+            else f"{experiment.label} stopped: new sessions run as usual; the report stays.",
+        )
+    return redirect(experiment)
+
+
+# --- rollouts -------------------------------------------------------------------------------
+
+# The controls the rollout page offers: each asks for confirmation on GET and acts on POST.
+ROLLOUT_ACTIONS = {
+    "pause": "Pause",
+    "resume": "Resume",
+    "set_percent": "Set the canary percentage of",
+    "promote": "Promote",
+    "rollback": "Roll back",
+}
+
+
+def _rollout_or_404(rollout_id: int) -> Rollout:
+    return get_object_or_404(
+        Rollout.objects.select_related("version", "stable", "strategy", "created_by"),
+        pk=rollout_id,
+    )
+
+
+@_policies_viewer
+def rollout_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "policies/rollouts.html", {"rollouts": rollouts_page()})
+
+
+@_policies_viewer
+def rollout_detail(request: HttpRequest, rollout_id: int) -> HttpResponse:
+    rollout = _rollout_or_404(rollout_id)
+    window = verdict = None
+    if rollout.is_open:
+        window = rollout_window(rollout)
+        verdict = rollout_judge(canary=window.canary, stable=window.stable, rules=rollout_rules())
+    return render(
+        request,
+        "policies/rollout.html",
+        {
+            "rollout": rollout,
+            "window": window,
+            "verdict": verdict,
+            "next_percent": schedule_next(rollout.schedule, rollout.percent),
+            "decisions": rollout_decisions(rollout=rollout),
+            "can_manage": rollout.is_open and user_can_manage_rollouts(request.user),
+        },
+    )
+
+
+@_policies_viewer
+def rollout_series_json(request: HttpRequest, rollout_id: int) -> JsonResponse:
+    return JsonResponse(rollout_series(rollout=_rollout_or_404(rollout_id)))
+
+
+def _percent_param(value: str) -> int | None:
+    return int(value) if value.isdigit() and len(value) <= 3 else None
+
+
+@_policies_viewer
+@require_http_methods(["GET", "POST"])
+def rollout_action(request: HttpRequest, rollout_id: int, action: str) -> HttpResponse:
+    """Confirm, then pause, resume, set the percentage of, promote or roll back a rollout
+    (each move is a decision row and an audit row with the user's name)."""
+    if action not in ROLLOUT_ACTIONS:
+        raise Http404("No such rollout action.")
+    if not user_can_manage_rollouts(request.user):
+        raise PermissionDenied("Only ops staff and admins move rollouts.")
+    rollout = _rollout_or_404(rollout_id)
+    source = request.POST if request.method == "POST" else request.GET
+    percent = _percent_param(source.get("percent", "")) if action == "set_percent" else None
+    if request.method == "GET":
+        return render(
+            request,
+            "policies/rollout_confirm.html",
+            {
+                "rollout": rollout,
+                "action": action,
+                "verb": ROLLOUT_ACTIONS[action],
+                "percent": percent,
+                "next_percent": schedule_next(rollout.schedule, rollout.percent),
+            },
+        )
+    try:
+        rollout = rollout_manual(
+            rollout_id=rollout.pk,
+            action=action,
+            actor=request.user,
+            percent=percent,
+            note=source.get("note", "")[:200],
+        )
+    except RolloutError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"{rollout.label}: {rollout.get_state_display()}, canary {rollout.version.label} "
+            f"on {rollout.percent}%.",
+        )
+    return redirect("policies:rollout", rollout_id=rollout.pk)

@@ -11,7 +11,8 @@ from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
 from agents.services import START_RUN
-from policies.selectors import VIEW_POLICIES
+from policies.experiments import RUN_EXPERIMENTS
+from policies.selectors import MANAGE_ROLLOUTS, VIEW_POLICIES
 from reviews.selectors import REVIEW_STRATEGIES
 from traces.selectors import VIEW_ALL_TRACES, VIEW_JOBS
 
@@ -37,6 +38,8 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         INJECT_FAULTS,
         VIEW_POLICIES,
         VIEW_JOBS,
+        MANAGE_ROLLOUTS,
+        RUN_EXPERIMENTS,
     ),
 }
 

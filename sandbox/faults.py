@@ -17,6 +17,7 @@ from datetime import datetime
 from functools import wraps
 from typing import Any
 
+from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from sandbox.models import FaultRule
@@ -113,6 +114,15 @@ def fault_cache_clear() -> None:
     _cache.clear()
 
 
+def _hold(seconds: float) -> None:
+    """Hold the request like a hung upstream, without holding a database connection: a
+    held request must not keep a connection open (a test database could not be dropped
+    under it). The view, if it runs afterwards, connects again."""
+    if not connection.in_atomic_block:
+        connection.close()
+    time.sleep(seconds)
+
+
 def fault_kind_for_draw(*, rates: tuple[float, ...], draw: float) -> str | None:
     """Map a uniform draw in [0, 1) onto the cumulative rate buckets."""
     upper = 0.0
@@ -148,7 +158,7 @@ def _fault_response(kind: str, plan: FaultPlan) -> HttpResponse:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     else:
         # The injected fault *is* a hung upstream: holding the request is the point.
-        time.sleep(plan.timeout_seconds)
+        _hold(plan.timeout_seconds)
         response = JsonResponse(
             {
                 "error": "timeout",
@@ -197,7 +207,7 @@ def inject_faults(endpoint: str) -> Callable[[View], View]:
                 return _fault_response(kind, plan)
             if kind == "slow":
                 # An injected slow answer: the delay is the fault being simulated.
-                time.sleep(plan.slow_ms / 1000)
+                _hold(plan.slow_ms / 1000)
             request.sandbox_drift = plan.drift  # type: ignore[attr-defined]
             response = view(request, *args, **kwargs)
             if plan.drift == FaultRule.Drift.RENAME_FIELD:

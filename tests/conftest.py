@@ -35,6 +35,17 @@ def sandbox_fault_cache_fresh() -> Iterator[None]:
     fault_cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def runtime_policy_cache_fresh() -> Iterator[None]:
+    """The compiled policy is cached per process for a second: a run in one test must
+    not apply the policy a previous test activated (rolled-back rows stay cached)."""
+    from policies.selectors import runtime_policy_cache_clear
+
+    runtime_policy_cache_clear()
+    yield
+    runtime_policy_cache_clear()
+
+
 @pytest.fixture
 def error_rules(db: None) -> None:
     """The default classifier rows (transactional tests flush the migration's rows)."""

@@ -25,7 +25,8 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.models import CustomerFact, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
-from policies.models import PolicyVersion, ReflexionProposal, Strategy
+from policies.experiments import experiment_create
+from policies.models import PolicyVersion, ReflexionProposal, Rollout, Strategy
 from policies.services import strategy_outcome_record
 from reviews.models import ReviewItem
 from reviews.services import review_item_approve
@@ -129,6 +130,36 @@ ROUTES: dict[str, Route] = {
     "policies/diff/": Route("/policies/diff/?a={version}&b={version}", {"GET": OPS_PAGE}),
     "policies/strategies/<int:strategy_id>/": Route(
         "/policies/strategies/{strategy}/", {"GET": OPS_PAGE}
+    ),
+    "policies/experiments/": Route("/policies/experiments/", {"GET": OPS_PAGE}),
+    # An empty form is refused with inline errors (400); a created draft redirects.
+    "policies/experiments/new/": Route(
+        "/policies/experiments/new/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 400, 400)},
+        form=True,
+    ),
+    "policies/experiments/<int:experiment_id>/": Route(
+        "/policies/experiments/{experiment}/", {"GET": OPS_PAGE}
+    ),
+    # Start asks first on GET; a POST acts (or says why not) and redirects to the report.
+    "policies/experiments/<int:experiment_id>/<slug:action>/": Route(
+        "/policies/experiments/{experiment}/start/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 302, 302)},
+        form=True,
+    ),
+    "policies/rollouts/": Route("/policies/rollouts/", {"GET": OPS_PAGE}),
+    "policies/rollouts/<int:rollout_id>/": Route(
+        "/policies/rollouts/{rollout}/", {"GET": OPS_PAGE}
+    ),
+    "policies/rollouts/<int:rollout_id>/series/": Route(
+        "/policies/rollouts/{rollout}/series/", {"GET": OPS_PAGE}
+    ),
+    # GET asks for confirmation; a confirmed move redirects back to the rollout (a second
+    # pause is refused with a message, still a redirect).
+    "policies/rollouts/<int:rollout_id>/<slug:action>/": Route(
+        "/policies/rollouts/{rollout}/pause/",
+        {"GET": OPS_PAGE, "POST": (302, 403, 403, 302, 302)},
+        form=True,
     ),
     # An empty decision is refused with a message and a redirect: nothing is decided.
     "reviews/<int:item_id>/decide/": Route(
@@ -295,11 +326,15 @@ ADMIN_MODEL_PAGES = {
     "<path:object_id>/": ("redirect", 302),  # the old change URL, redirected
 }
 # Policy versions are immutable and the audit log is written by the system only.
+# Experiments change state on their own page, which checks the state and audits it.
 # Rollup rows are counts kept by the writers: nobody adds or edits them by hand.
 ADMIN_REFUSED = {
     ("policies.policyversion", "add"),
     ("reviews.auditlog", "add"),
     ("policies.strategyconfidenceevent", "add"),
+    ("policies.experiment", "add"),
+    ("policies.rollout", "add"),
+    ("policies.rolloutdecision", "add"),
     ("traces.job", "add"),
     # Customer facts are learned by runs and deleted (audited) on the customer memory page.
     ("agents.customerfact", "add"),
@@ -416,6 +451,7 @@ def world(
     fact = CustomerFact.objects.create(
         customer_id="U00000001", key="language", fact="Wants answers in German.", source_trace=trace
     )
+    experiment = experiment_create(name="learned strategies vs none", actor=ops_user)
     # A rule that injects nothing: the shop routes above must answer normally.
     faultrule_set(endpoint="returns", enabled=False)
     order = Order.objects.order_by("order_id").first()
@@ -428,8 +464,11 @@ def world(
         "fact": fact.pk,
         "conversation": "s-world",
         "item": open_item.pk,
-        "version": PolicyVersion.objects.get(is_active=True).number,
+        # the approval above started a canary: its version exists, inactive
+        "version": PolicyVersion.objects.order_by("-number").values_list("number", flat=True)[0],
+        "rollout": Rollout.objects.get().pk,
         "strategy": decided.strategy_id,
+        "experiment": experiment.pk,
         "support_pk": support_user.pk,
         "trace_ct": ContentType.objects.get_for_model(Trace).pk,
         "shop_user": ShopUser.objects.order_by("user_id").values_list("user_id", flat=True)[0],

@@ -115,10 +115,21 @@ class Trace(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+    # Tool calls made after a failed one (the agent trying again); a total set at the end.
+    retries = models.PositiveSmallIntegerField(default=0)
+    # The A/B experiment (policies.Experiment) and arm this run was assigned to, if any: a
+    # plain id, since the trace store sits below the learning loop.
+    experiment_pk = models.PositiveIntegerField(null=True, blank=True)
+    experiment_arm = models.CharField(max_length=10, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [
+            models.Index(
+                fields=["experiment_pk", "experiment_arm"],
+                name="trace_experiment_arm",
+                condition=models.Q(experiment_pk__isnull=False),
+            ),
             models.Index(fields=["status", "created_at"], name="trace_status_time"),
             models.Index(fields=["outcome", "created_at"], name="trace_outcome_time"),
             models.Index(fields=["origin", "created_at"], name="trace_origin_time"),

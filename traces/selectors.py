@@ -191,3 +191,16 @@ def jobs_ended(*, kind: str = "", limit: int = 50) -> QuerySet[Job]:
     if kind:
         qs = qs.filter(kind=kind)
     return qs.order_by("-started_at", "-id")[:limit]
+
+
+def tool_call_retries(*, failed_calls: int, last_failed: int | None, last_call: int | None) -> int:
+    """How often a run tried again: the tool calls made after a failed one, whatever their
+    input (a rejected call counts as failed). Every failed call but a run's last call was
+    followed by another, so this is the failed calls, less one when the last call failed.
+
+    From aggregates a finished run stores (``Trace.retries``) and reports sum, never a pass
+    over Steps in order.
+    """
+    if not failed_calls:
+        return 0
+    return failed_calls - (1 if last_failed is not None and last_failed == last_call else 0)

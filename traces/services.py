@@ -8,9 +8,10 @@ import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
 from traces.live import status_publish_on_commit, step_publish_on_commit
@@ -22,6 +23,7 @@ from traces.rollups import (
     rollups_record_run,
     rollups_record_steps,
 )
+from traces.selectors import tool_call_retries
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +102,21 @@ def _outcome_for_status(status: str, tool_successes: int) -> str:
     return Trace.Outcome.ANSWERED_WITHOUT_DATA
 
 
+def _retry_aggregates() -> dict[str, Any]:
+    """What ``tool_call_retries`` needs, as aggregates over one run's steps (no ordering
+    pass): the tool calls that failed, the number of the last failed one and of the last."""
+    # A pre-condition's lookup is made on the call's behalf, never as a retry of it.
+    # (has_key, not a comparison: a missing key compares as NULL, and NOT NULL drops the row)
+    calls = Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL) & ~Q(
+        details__has_key="auxiliary"
+    )
+    return {
+        "failed_calls": Count("id", filter=calls & Q(ok=False)),
+        "last_failed_call": Max("step_number", filter=calls & Q(ok=False)),
+        "last_call": Max("step_number", filter=calls),
+    }
+
+
 def trace_finish(
     *, trace_id: str, status: str, final_answer: str, error_type: str = "", outcome: str = ""
 ) -> Trace:
@@ -135,6 +152,7 @@ def trace_finish(
             action_steps=Count(
                 "id", filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL)
             ),
+            **_retry_aggregates(),
         )
         trace.status = status
         trace.outcome = outcome or _outcome_for_status(status, totals["tool_successes"])
@@ -144,6 +162,11 @@ def trace_finish(
         trace.total_latency_ms = totals["latency"] or 0
         trace.total_tokens = (totals["prompt"] or 0) + (totals["completion"] or 0)
         trace.total_cost_usd = totals["cost"] or Decimal(0)
+        trace.retries = tool_call_retries(
+            failed_calls=totals["failed_calls"],
+            last_failed=totals["last_failed_call"],
+            last_call=totals["last_call"],
+        )
         trace.finished_at = timezone.now()
         trace.save(
             update_fields=[
@@ -155,6 +178,7 @@ def trace_finish(
                 "total_latency_ms",
                 "total_tokens",
                 "total_cost_usd",
+                "retries",
                 "finished_at",
             ]
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -53,11 +53,18 @@ class LLMClient(Protocol):
     model: str
 
     async def complete(
-        self, *, messages: list[ChatMessage], schema: type[BaseModel], purpose: str
+        self,
+        *,
+        messages: list[ChatMessage],
+        schema: type[BaseModel],
+        purpose: str,
+        json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
         """Ask for one completion whose text should be JSON matching ``schema``.
 
-        ``purpose`` names the call ("reasoning", "reflection", ...) for logs and usage.
+        ``purpose`` names the call ("reasoning", "reflection", ...) for logs, usage and
+        its ``max_tokens``. ``json_schema``, when given, is what constrained decoding
+        enforces instead of ``schema``'s own (tool names as an enum, say).
         Raises LLMError when no answer could be had.
         """
         ...

@@ -21,7 +21,14 @@ def llm_client_build(*, backend: str | None = None) -> LLMClient:
         )
     if name == "openai":
         from agents.llm.openai_backend import OpenAILLM
+        from agents.llm.pricing import model_price
 
+        price = model_price(
+            settings.LLM_MODEL,
+            base_url=settings.LLM_BASE_URL or None,
+            input_override=settings.LLM_PRICE_INPUT_PER_MTOK,
+            output_override=settings.LLM_PRICE_OUTPUT_PER_MTOK,
+        )
         return OpenAILLM(
             base_url=settings.LLM_BASE_URL or None,
             api_key=settings.LLM_API_KEY or "not-needed",
@@ -29,7 +36,10 @@ def llm_client_build(*, backend: str | None = None) -> LLMClient:
             timeout=settings.LLM_TIMEOUT_SECONDS,
             max_retries=settings.LLM_MAX_RETRIES,
             temperature=settings.LLM_TEMPERATURE,
-            price_input_per_mtok=settings.LLM_PRICE_INPUT_PER_MTOK,
-            price_output_per_mtok=settings.LLM_PRICE_OUTPUT_PER_MTOK,
+            price_input_per_mtok=price.input_per_mtok,
+            price_output_per_mtok=price.output_per_mtok,
+            structured_output=settings.LLM_STRUCTURED_OUTPUT,
+            max_tokens=settings.LLM_MAX_TOKENS,
+            call_budget_seconds=settings.LLM_CALL_BUDGET_SECONDS,
         )
     raise ValueError(f"Unknown LLM_BACKEND {name!r}: use 'simulated' or 'openai'.")

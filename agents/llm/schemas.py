@@ -6,6 +6,7 @@ Nothing a model says is trusted: each call's text is parsed into one of these mo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -57,3 +58,23 @@ class RagGrade(BaseModel):
     is_helpful: bool
     critique: str = Field(default="", max_length=2000)
     improved_search_query: str | None = Field(default=None, max_length=500)
+
+
+def reasoning_json_schema(tools: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The reasoning step's schema for constrained decoding: ``action`` is an enum of the
+    run's tool names and ``final_answer``, so a grammar cannot produce any other action.
+
+    Property order is generation order for grammar engines: think first, then act. No
+    length bounds (they are checked after parsing, by :class:`ReasoningStep`).
+    """
+    return {
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string"},
+            "action": {"type": "string", "enum": [*tools, FINAL_ANSWER]},
+            "action_input": {"type": "object"},
+            "expectation": {"type": "string"},
+            "final_answer": {"type": "string"},
+        },
+        "required": ["thought", "action"],
+    }

@@ -190,10 +190,15 @@ class SimulatedLLM:
         )
 
     async def complete(
-        self, *, messages: list[ChatMessage], schema: type[BaseModel], purpose: str
+        self,
+        *,
+        messages: list[ChatMessage],
+        schema: type[BaseModel],
+        purpose: str,
+        json_schema: dict[str, Any] | None = None,
     ) -> LLMResponse:
         """Answer one reasoning, reflection or Self-RAG prompt with JSON text (or, by design,
-        not)."""
+        not). ``json_schema`` is ignored: nothing constrains this model's output."""
         started = time.perf_counter()
         answer: Callable[[str, random.Random], str]
         if issubclass(schema, ReasoningStep):

@@ -133,10 +133,16 @@ AGENT_SWEEP_INTERVAL_SECONDS = env.float("AGENT_SWEEP_INTERVAL_SECONDS", default
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# How often open canary rollouts are judged: by Celery beat, or by the embedded worker.
+ROLLOUT_EVALUATE_INTERVAL_SECONDS = env.float("ROLLOUT_EVALUATE_INTERVAL_SECONDS", default=60.0)
 CELERY_BEAT_SCHEDULE = {
     "traces-sweep-stuck-runs": {
         "task": "traces.sweep_stuck_runs",
         "schedule": AGENT_SWEEP_INTERVAL_SECONDS,
+    },
+    "policies-evaluate-rollouts": {
+        "task": "policies.evaluate_rollouts",
+        "schedule": ROLLOUT_EVALUATE_INTERVAL_SECONDS,
     },
 }
 
@@ -202,10 +208,33 @@ LLM_MODEL = env("LLM_MODEL", default="gpt-4o-mini")
 LLM_API_KEY = env("LLM_API_KEY", default="")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=3)
+# The longest one model call may take, retries and backoff included; it must fit inside the
+# run's and Reflexion's time limits (system checks agents.E101-E104). Default: 60 s.
+LLM_CALL_BUDGET_SECONDS = env.float("LLM_CALL_BUDGET_SECONDS", default=60.0)
 LLM_TEMPERATURE = env.float("LLM_TEMPERATURE", default=0.1)
-# USD per 1M tokens, for cost accounting of the openai backend.
-LLM_PRICE_INPUT_PER_MTOK = env.float("LLM_PRICE_INPUT_PER_MTOK", default=0.15)
-LLM_PRICE_OUTPUT_PER_MTOK = env.float("LLM_PRICE_OUTPUT_PER_MTOK", default=0.60)
+# How a request asks for schema-shaped JSON (docs/models.md): auto (probe once, cached in
+# var/), json_schema (OpenAI), json_object (llama-cpp-python), guided_json (vLLM), tools,
+# or prompt (no constraint; the lenient parser reads the text).
+LLM_STRUCTURED_OUTPUT = env("LLM_STRUCTURED_OUTPUT", default="auto")
+LLM_STRUCTURED_OUTPUT_CACHE = env(
+    "LLM_STRUCTURED_OUTPUT_CACHE", default=str(BASE_DIR / "var" / "llm-structured-output.json")
+)
+# max_tokens per call type; a JSON object merged over these defaults, e.g.
+# LLM_MAX_TOKENS='{"reasoning": 300}'. A runaway generation stops there.
+LLM_MAX_TOKENS = {
+    "reasoning": 400,
+    "reflection": 150,
+    "rag_draft": 400,
+    "rag_grade": 200,
+    "reflexion": 400,
+    "probe": 64,
+    "default": 512,
+    **env.json("LLM_MAX_TOKENS", default={}),
+}
+# USD per 1M tokens. Unset: agents/llm/pricing.py's table by model name, 0 for a model on a
+# loopback or private server (a local model costs no tokens).
+LLM_PRICE_INPUT_PER_MTOK = env.float("LLM_PRICE_INPUT_PER_MTOK", default=None)
+LLM_PRICE_OUTPUT_PER_MTOK = env.float("LLM_PRICE_OUTPUT_PER_MTOK", default=None)
 # The simulated model: a seeded, deterministic test and demo instrument.
 LLM_SIM_SEED = env.int("LLM_SIM_SEED", default=7)
 LLM_SIM_LATENCY_MS = env.int("LLM_SIM_LATENCY_MS", default=0)
@@ -297,6 +326,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # --- Reflexion ---------------------------------------------------------------------
 REFLEXION_ENABLED = env.bool("REFLEXION_ENABLED", default=True)
 REFLEXION_DEBOUNCE_SECONDS = env.int("REFLEXION_DEBOUNCE_SECONDS", default=30)
+# Reflexion's task deadline; the hard limit kills it 30 s later.
+REFLEXION_SOFT_TIME_LIMIT = env.int("REFLEXION_SOFT_TIME_LIMIT", default=120)
+# How long `manage.py ask` waits for an in-process Reflexion before saying it goes on.
+ASK_REFLEXION_WAIT_SECONDS = env.float("ASK_REFLEXION_WAIT_SECONDS", default=150.0)
 
 # --- Review queue ----------------------------------------------------------------------
 # Auto-merge: a strategy whose replay passed and whose confidence is at least the minimum
@@ -304,6 +337,24 @@ REFLEXION_DEBOUNCE_SECONDS = env.int("REFLEXION_DEBOUNCE_SECONDS", default=30)
 # canary); the rest wait in the review queue.
 REVIEW_AUTO_MERGE = env.bool("REVIEW_AUTO_MERGE", default=True)
 REVIEW_AUTO_MERGE_MIN_CONFIDENCE = env.float("REVIEW_AUTO_MERGE_MIN_CONFIDENCE", default=0.85)
+
+# --- Canary rollouts (docs/learning-loop.md, "Rollouts") -------------------------------
+# "canary": an approved strategy's version starts at the first ROLLOUT_SCHEDULE step and is
+# promoted or rolled back by the evaluator; "at_once": it becomes the active version at once.
+POLICY_PUBLISH = env("POLICY_PUBLISH", default="canary")
+ROLLOUT_SCHEDULE = env.list("ROLLOUT_SCHEDULE", cast=int, default=[1, 5, 25, 50, 100])
+# Runs per arm, in the current step's sliding window, before the evaluator judges at all.
+ROLLOUT_MIN_SAMPLES = env.int("ROLLOUT_MIN_SAMPLES", default=100)
+# The sliding window in seconds (it also restarts at every step).
+ROLLOUT_WINDOW = env.int("ROLLOUT_WINDOW", default=24 * 3600)
+# Significance level of the one-sided two-proportion tests on error rate.
+ROLLOUT_ALPHA = env.float("ROLLOUT_ALPHA", default=0.05)
+# The canary's p95 may exceed stable's by less than this.
+ROLLOUT_LATENCY_BUDGET_MS = env.int("ROLLOUT_LATENCY_BUDGET_MS", default=100)
+# Runs per arm before p95 latency is judged (a p95 of a handful of runs is noise).
+ROLLOUT_LATENCY_MIN_SAMPLES = env.int("ROLLOUT_LATENCY_MIN_SAMPLES", default=30)
+# This many canary runs failing with an error type stable does not show: roll back at once.
+ROLLOUT_BURST = env.int("ROLLOUT_BURST", default=5)
 
 if REDIS_URL:
     CACHES = {

@@ -22,3 +22,8 @@ STORAGES = {
 # Tests call Reflexion explicitly; no background jobs racing the test database.
 REFLEXION_ENABLED = False
 REFLEXION_DEBOUNCE_SECONDS = 0
+# The fake OpenAI server speaks OpenAI's dialect; tests of the probe choose "auto" themselves.
+LLM_STRUCTURED_OUTPUT = "json_schema"
+LLM_STRUCTURED_OUTPUT_CACHE = env(
+    "LLM_STRUCTURED_OUTPUT_CACHE", default="/tmp/agent-ops-test-llm-structured-output.json"
+)

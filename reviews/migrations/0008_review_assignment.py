@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviews', '0006_reviewitem_trace_thumbs_down'),
+        ('reviews', '0007_ops_manage_rollouts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

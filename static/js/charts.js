@@ -81,6 +81,28 @@
       };
     },
 
+    rollout: function (canvas, data) {
+      // Canary against stable, one metric per canvas (data-metric), per time bucket.
+      if (!data.buckets.length) return null;
+      var metric = canvas.dataset.metric;
+      var names = { error_rate: "error rate", p95_ms: "p95 latency (ms)" };
+      return {
+        type: "line",
+        data: {
+          labels: data.buckets.map(function (b) {
+            return data.bucket === "minute" ? b.slice(11, 16) : bucketLabel(b, data.bucket);
+          }),
+          datasets: [data.canary, data.stable].map(function (arm, i) {
+            return { label: (i ? "stable " : "canary ") + arm.label + " " + names[metric],
+                     data: arm[metric], borderColor: color(i ? 1 : 0), backgroundColor: color(i ? 1 : 0),
+                     spanGaps: true, tension: 0.2 };
+          }),
+        },
+        options: { interaction: { mode: "index", intersect: false },
+                   scales: { y: { beginAtZero: true } } },
+      };
+    },
+
     breakdown: function (canvas, data, type) {
       if (!data.items.length) return null;
       return {

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from asgiref.sync import async_to_sync
 
+from agents.registry import (
+    PythonToolFunc,
+    ToolDefinition,
+    register_tool,
+    registered_python_tool,
+    unregister_tool,
+)
 from agents.runtime import RunOutcome, RuntimeConfig
 from agents.services import run_execute
 from traces.models import Trace
@@ -52,3 +61,47 @@ def run_query(
 
 def phases(trace: Trace) -> list[str]:
     return list(trace.steps.order_by("step_number").values_list("phase", flat=True))
+
+
+def declared_tool(
+    *, name: str, description: str, params_schema: dict[str, Any], timeout_seconds: float = 3.0
+) -> Callable[[PythonToolFunc], ToolDefinition]:
+    """Declare an in-process test tool without registering it: ``tools_registered`` does,
+    for one test at a time."""
+
+    def decorator(func: PythonToolFunc) -> ToolDefinition:
+        return ToolDefinition(
+            name=name,
+            description=description,
+            params_schema=params_schema,
+            timeout_seconds=timeout_seconds,
+            func=func,
+        )
+
+    return decorator
+
+
+def _register(definition: ToolDefinition) -> None:
+    assert definition.func is not None
+    register_tool(
+        name=definition.name,
+        description=definition.description,
+        params_schema=definition.params_schema,
+        timeout_seconds=definition.timeout_seconds or 3.0,
+    )(definition.func)
+
+
+@contextmanager
+def tools_registered(*definitions: ToolDefinition) -> Iterator[None]:
+    """Register test tools for the block, then restore the registry as it was: a test
+    tool must not reach the prompt of a test that did not ask for it."""
+    previous = {d.name: registered_python_tool(d.name) for d in definitions}
+    for definition in definitions:
+        _register(definition)
+    try:
+        yield
+    finally:
+        for name, before in previous.items():
+            unregister_tool(name)
+            if before is not None:
+                _register(before)

@@ -7,106 +7,35 @@ spare capacity, so the worker is waiting on BRPOP while runs are in flight).
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kombu.pools
 import pytest
 import redis
-from django.conf import settings as django_settings
 
 import agents.tasks  # noqa: F401  (its time limits are read at import: before a test shrinks them)
 from agents.services import run_start
-from config.celery import app as celery_app
 from sandbox.models import Order
 from sandbox.services import faultrule_clear, faultrule_set
+from tests.celery_process import broker_fixture, worker_pid, worker_process  # noqa: F401
 from tests.redis_server import RedisServer, own_redis_fixture, wait_for  # noqa: F401
 from traces.models import Step, Trace
 from traces.tasks import sweep_stuck_runs
 
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _reset_broker_pools() -> None:
-    # kombu keeps one pool per broker URL process-wide: close and forget them all, so the
-    # next publish connects to the broker now configured.
-    kombu.pools.reset()
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
-
-
-@pytest.fixture
-def broker(own_redis: RedisServer, settings: Any) -> Iterator[RedisServer]:
-    """This process publishes runs to the test's own Redis, as the web process would."""
-    settings.AGENT_EXECUTOR = "celery"
-    previous = celery_app.conf.broker_url
-    _reset_broker_pools()
-    celery_app.conf.broker_url = own_redis.url
-    yield own_redis
-    _reset_broker_pools()
-    celery_app.conf.broker_url = previous
-
-
-def _database_url() -> str:
-    db = django_settings.DATABASES["default"]
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
 
 @pytest.fixture
 def worker(broker: RedisServer, live_sandbox: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A real worker process, bin/serve's command line, on the test database and broker."""
-    node = f"restart-{broker.port}@test"
-    log = tmp_path / "worker.log"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": broker.url,
-        "SANDBOX_BASE_URL": live_sandbox,
-        "LLM_SIM_ERROR_RATES": "{}",
-    }
-    env.pop("CELERY_BROKER_URL", None)
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            # bin/serve's worker command line, with a smaller pool
-            [
-                *(sys.executable, "-m", "celery", "-A", "config", "worker"),
-                *("-Q", "agents,reflexion,default", "-P", "threads", "-c", "4"),
-                *("-n", node, "--loglevel=INFO"),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    handle = {"process": process, "node": node, "log": log}
-    try:
-        wait_for(lambda: _worker_pid(handle), what="the worker to answer", log=log, alive=process)
-        yield handle
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-
-
-def _worker_pid(worker: dict[str, Any]) -> int | None:
-    """The pid the worker node reports over the broker; None while it does not answer."""
-    try:
-        replies = celery_app.control.inspect(destination=[worker["node"]], timeout=1).stats()
-    except Exception:  # the broker itself may still be coming back
-        return None
-    return int(replies[worker["node"]]["pid"]) if replies else None
+    yield from worker_process(
+        broker=broker,
+        sandbox_url=live_sandbox,
+        log=tmp_path / "worker.log",
+        node=f"restart-{broker.port}@test",
+    )
 
 
 def _statuses(traces: list[Trace]) -> list[str]:
@@ -133,7 +62,7 @@ def test_worker_survives_a_redis_restart_and_every_accepted_run_ends(
 ) -> None:
     log, process = worker["log"], worker["process"]
     pid = process.pid
-    assert _worker_pid(worker) == pid
+    assert worker_pid(worker) == pid
     orders = list(Order.objects.order_by("order_id")[:5])
 
     def start(order: Order) -> Trace:
@@ -169,7 +98,7 @@ def test_worker_survives_a_redis_restart_and_every_accepted_run_ends(
         log=log,
         alive=process,
     )
-    reported = wait_for(lambda: _worker_pid(worker), what="the worker", log=log, alive=process)
+    reported = wait_for(lambda: worker_pid(worker), what="the worker", log=log, alive=process)
     assert reported == pid
 
     # and the sweeper, as beat runs it, hands over the runs whose messages never reached
@@ -235,5 +164,5 @@ def test_worker_survives_a_dropped_connection_and_redelivered_runs_end_once(
     faultrule_clear(endpoint="orders")
     after = [run_start(agent=support_agent, query=f"Where is my order {orders[0].order_id}?")]
     wait_for(lambda: _all_terminal(after), what="a run sent after the drop", log=log, alive=process)
-    assert wait_for(lambda: _worker_pid(worker), what="the worker", alive=process) == process.pid
+    assert wait_for(lambda: worker_pid(worker), what="the worker", alive=process) == process.pid
     assert "Unrecoverable error" not in log.read_text()

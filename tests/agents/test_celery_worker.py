@@ -12,16 +12,17 @@ from celery.contrib.testing.worker import start_worker
 from agents.services import run_start
 from config.celery import app as celery_app
 from sandbox.models import Order
+from tests.celery_process import broker_fixture  # noqa: F401
+from tests.redis_server import RedisServer, own_redis_fixture  # noqa: F401
 from traces.models import Trace
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def celery_worker(settings: Any) -> Iterator[Any]:
-    settings.AGENT_EXECUTOR = "celery"
-    assert celery_app.conf.broker_url.startswith("redis://")
-    celery_app.control.purge()
+def celery_worker(broker: RedisServer) -> Iterator[Any]:
+    # A broker of this test's own: nothing to purge, and no one else's queue is touched.
+    assert celery_app.conf.broker_url == broker.url
     with start_worker(
         celery_app,
         pool="threads",

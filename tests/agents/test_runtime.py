@@ -4,12 +4,12 @@ served over the real OpenAI wire protocol, with real in-process tools and the re
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from agents.models import Tool, ToolAlert
-from agents.registry import register_tool
 from agents.runtime import (
     TRANSITIONS,
     InvalidTransition,
@@ -17,13 +17,22 @@ from agents.runtime import (
     RunState,
     RuntimeConfig,
 )
-from tests.agents.runtime_helpers import answer, phases, reason, reflect, run_query, use_fake_llm
+from tests.agents.runtime_helpers import (
+    answer,
+    declared_tool,
+    phases,
+    reason,
+    reflect,
+    run_query,
+    tools_registered,
+    use_fake_llm,
+)
 from traces.models import Step, Trace
 
 CALLS: list[dict[str, Any]] = []
 
 
-@register_tool(
+@declared_tool(
     name="echo_counter",
     description="Test tool: echoes its argument and counts calls.",
     params_schema={
@@ -38,7 +47,7 @@ def echo_counter(*, n: int) -> dict[str, int]:
     return {"n": n, "calls": len(CALLS)}
 
 
-@register_tool(
+@declared_tool(
     name="sleepy",
     description="Test tool that never answers in time.",
     params_schema={"type": "object", "properties": {}, "additionalProperties": False},
@@ -50,7 +59,16 @@ async def sleepy() -> dict[str, str]:
 
 
 @pytest.fixture
-def agent(db: None, error_rules: None, settings: Any, openai_server: Any) -> Any:
+def module_tools() -> Iterator[None]:
+    """This module's tools, registered for one test at a time (never at import)."""
+    with tools_registered(echo_counter, sleepy):
+        yield
+
+
+@pytest.fixture
+def agent(
+    module_tools: None, db: None, error_rules: None, settings: Any, openai_server: Any
+) -> Any:
     from agents.services import agent_ensure_default, tools_sync
 
     use_fake_llm(settings, openai_server)

@@ -6,6 +6,7 @@ tool; steps go to the real database.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,10 +14,16 @@ from asgiref.sync import async_to_sync
 
 from agents.answer_format import Evidence
 from agents.models import Tool
-from agents.registry import register_tool
 from agents.runtime import RunMemory, StepRecord
 from agents.services import run_execute
-from tests.agents.runtime_helpers import answer, reason, reflect, use_fake_llm
+from tests.agents.runtime_helpers import (
+    answer,
+    declared_tool,
+    reason,
+    reflect,
+    tools_registered,
+    use_fake_llm,
+)
 from traces.models import Trace
 from traces.services import trace_create
 
@@ -30,7 +37,7 @@ LAMP = {
 }
 
 
-@register_tool(
+@declared_tool(
     name="lamp_details",
     description="Test tool: price and restock date of one SKU.",
     params_schema={
@@ -45,7 +52,16 @@ def lamp_details(*, sku: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def agent(db: None, error_rules: None, settings: Any, openai_server: Any) -> Any:
+def module_tools() -> Iterator[None]:
+    """This module's tools, registered for one test at a time (never at import)."""
+    with tools_registered(lamp_details):
+        yield
+
+
+@pytest.fixture
+def agent(
+    module_tools: None, db: None, error_rules: None, settings: Any, openai_server: Any
+) -> Any:
     from agents.services import agent_ensure_default, tools_sync
 
     use_fake_llm(settings, openai_server)

@@ -4,14 +4,23 @@ tools, the real database."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from agents.customer_text import shows_internal_codes
-from agents.registry import register_tool
 from agents.services import runtime_config
-from tests.agents.runtime_helpers import answer, phases, reason, reflect, run_query, use_fake_llm
+from tests.agents.runtime_helpers import (
+    answer,
+    declared_tool,
+    phases,
+    reason,
+    reflect,
+    run_query,
+    tools_registered,
+    use_fake_llm,
+)
 from traces.models import Trace
 
 ORDERS = {"#W1001549": {"order_id": "#W1001549", "status": "shipped", "carrier": "UPS"}}
@@ -23,7 +32,7 @@ INVENTED_REFUND = (
 Outcome = Trace.Outcome
 
 
-@register_tool(
+@declared_tool(
     name="outcome_order_lookup",
     description="Test tool: an order by id; raises like a dropped connection during an outage.",
     params_schema={
@@ -41,7 +50,16 @@ def outcome_order_lookup(*, order_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def agent(db: None, error_rules: None, settings: Any, openai_server: Any) -> Any:
+def module_tools() -> Iterator[None]:
+    """This module's tools, registered for one test at a time (never at import)."""
+    with tools_registered(outcome_order_lookup):
+        yield
+
+
+@pytest.fixture
+def agent(
+    module_tools: None, db: None, error_rules: None, settings: Any, openai_server: Any
+) -> Any:
     from agents.services import agent_ensure_default, tools_sync
 
     use_fake_llm(settings, openai_server)

@@ -49,7 +49,8 @@ def publish(kind: str, branch: dict[str, Any], error_type: str = "") -> Strategy
         signature=branch_signature(kind, branch),
         origin="test",
     )
-    strategy_activate(strategy=strategy, author_kind="auto_merge")
+    # These tests are about what a published rule does: publish it without a canary.
+    strategy_activate(strategy=strategy, author_kind="auto_merge", at_once=True)
     runtime_policy_cache_clear()
     return strategy
 

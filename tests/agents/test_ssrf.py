@@ -47,66 +47,149 @@ def unexpected_resolver(host: str, port: int) -> list[tuple[Any, ...]]:
     raise AssertionError(f"resolver must not be called for {host!r}")
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://127.0.0.1/",
-        "http://127.0.0.1./",
-        "http://2130706433/",
-        "http://0x7f000001/",
-        "http://0X7F.0.0.1/",
-        "http://0x7f.1/",
-        "http://0177.0.0.1/",
-        "http://127.1/",
-        "http://127.0.1/",
-        "http://0/",
-        "http://0.0.0.0/",
-        "http://10.0.0.5/",
-        "http://172.16.3.4/",
-        "http://192.168.1.1:8080/admin",
-        "http://169.254.169.254/latest/meta-data/",
-        "http://100.64.0.1/",
-        "http://100.100.100.200/",
-        "http://224.0.0.1/",
-        "http://240.0.0.1/",
-        "http://255.255.255.255/",
-        "http://[::1]/",
-        "http://[::]/",
-        "http://[::ffff:127.0.0.1]/",
-        "http://[::ffff:7f00:1]/",
-        "http://[::ffff:169.254.169.254]/",
-        "http://[0:0:0:0:0:ffff:10.0.0.1]/",
-        "http://[fe80::1%25eth0]/",
-        "http://[fe80::1]/",
-        "http://[fc00::1]/",
-        "http://[fd00:ec2::254]/",
-        "http://[ff02::1]/",
-        "http://[2002:7f00:1::]/",
-        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
-        "http://[64:ff9b::7f00:1]/",
-        "http://[::127.0.0.1]/",
-        "https://127.0.0.1:443/",
-    ],
-)
-def test_ip_literals_of_internal_addresses_are_blocked(url: str) -> None:
-    with pytest.raises(SSRFBlocked):
-        ssrf_check_url(url, resolver=unexpected_resolver)
+LOOPBACK = "a loopback address"
+WRAPS_LOOPBACK = "an IPv6 address wrapping 127.0.0.1 (a loopback address)"
 
 
 @pytest.mark.parametrize(
-    "url",
+    ("url", "reason"),
     [
-        "http://1.2.3.4.5/",
-        "http://256.0.0.1/",
-        "http://0x1g.0.0.1/",
-        "http://example.123/",
-        "http://%31%32%37.0.0.1/",
-        "http://[::zz]/",
+        ("http://127.0.0.1/", f"host '127.0.0.1' is 127.0.0.1, {LOOPBACK}"),
+        ("http://127.0.0.1./", f"host '127.0.0.1.' is 127.0.0.1, {LOOPBACK}"),
+        ("http://2130706433/", f"host '2130706433' is 127.0.0.1, {LOOPBACK}"),
+        ("http://0x7f000001/", f"host '0x7f000001' is 127.0.0.1, {LOOPBACK}"),
+        ("http://0X7F.0.0.1/", f"host '0x7f.0.0.1' is 127.0.0.1, {LOOPBACK}"),
+        ("http://0x7f.1/", f"host '0x7f.1' is 127.0.0.1, {LOOPBACK}"),
+        ("http://0x7f.0x0.0x0.0x1./", f"host '0x7f.0x0.0x0.0x1.' is 127.0.0.1, {LOOPBACK}"),
+        # octal parts, as inet_aton reads them (httpx itself refuses a dotted-quad octal)
+        ("http://0177.1/", f"host '0177.1' is 127.0.0.1, {LOOPBACK}"),
+        ("http://0177.0.1/", f"host '0177.0.1' is 127.0.0.1, {LOOPBACK}"),
+        ("http://017700000001/", f"host '017700000001' is 127.0.0.1, {LOOPBACK}"),
+        ("http://0177.0.0.1/", "unparseable URL: Invalid IPv4 address: '0177.0.0.1'"),
+        ("http://127.1/", f"host '127.1' is 127.0.0.1, {LOOPBACK}"),
+        ("http://127.0.1/", f"host '127.0.1' is 127.0.0.1, {LOOPBACK}"),
+        ("http://127。0。0。1/", f"host '127.0.0.1' is 127.0.0.1, {LOOPBACK}"),
+        ("http://0/", "host '0' is 0.0.0.0, an unspecified address"),
+        ("http://0x/", "host '0x' is 0.0.0.0, an unspecified address"),
+        ("http://0.0.0.0/", "host '0.0.0.0' is 0.0.0.0, an unspecified address"),
+        ("http://10.0.0.5/", "host '10.0.0.5' is 10.0.0.5, a private address"),
+        ("http://172.16.3.4/", "host '172.16.3.4' is 172.16.3.4, a private address"),
+        ("http://192.168.1.1:8080/admin", "host '192.168.1.1' is 192.168.1.1, a private address"),
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            "host '169.254.169.254' is 169.254.169.254, a cloud metadata address",
+        ),
+        (
+            "http://100.64.0.1/",
+            "host '100.64.0.1' is 100.64.0.1, a shared address space (100.64.0.0/10) address",
+        ),
+        (
+            "http://100.100.100.200/",
+            "host '100.100.100.200' is 100.100.100.200, a cloud metadata address",
+        ),
+        ("http://224.0.0.1/", "host '224.0.0.1' is 224.0.0.1, a multicast address"),
+        ("http://240.0.0.1/", "host '240.0.0.1' is 240.0.0.1, a reserved address"),
+        (
+            "http://255.255.255.255/",
+            "host '255.255.255.255' is 255.255.255.255, a reserved address",
+        ),
+        ("http://192.0.2.1/", "host '192.0.2.1' is 192.0.2.1, a private address"),
+        ("http://198.18.0.1/", "host '198.18.0.1' is 198.18.0.1, a private address"),
+        ("http://[::1]/", f"host '::1' is ::1, {LOOPBACK}"),
+        ("http://[::]/", "host '::' is ::, an unspecified address"),
+        (
+            "http://[::ffff:127.0.0.1]/",
+            f"host '::ffff:127.0.0.1' is ::ffff:7f00:1, {WRAPS_LOOPBACK}",
+        ),
+        ("http://[::ffff:7f00:1]/", f"host '::ffff:7f00:1' is ::ffff:7f00:1, {WRAPS_LOOPBACK}"),
+        (
+            "http://[::ffff:169.254.169.254]/",
+            "host '::ffff:169.254.169.254' is ::ffff:a9fe:a9fe, an IPv6 address wrapping "
+            "169.254.169.254 (a cloud metadata address)",
+        ),
+        (
+            "http://[0:0:0:0:0:ffff:10.0.0.1]/",
+            "host '0:0:0:0:0:ffff:10.0.0.1' is ::ffff:a00:1, an IPv6 address wrapping 10.0.0.1 "
+            "(a private address)",
+        ),
+        ("http://[fe80::1%25eth0]/", "host 'fe80::1%25eth0' is fe80::1, a link-local address"),
+        ("http://[fe80::1]/", "host 'fe80::1' is fe80::1, a link-local address"),
+        ("http://[fc00::1]/", "host 'fc00::1' is fc00::1, a private address"),
+        ("http://[fec0::1]/", "host 'fec0::1' is fec0::1, a site-local address"),
+        (
+            "http://[fd00:ec2::254]/",
+            "host 'fd00:ec2::254' is fd00:ec2::254, a cloud metadata address",
+        ),
+        ("http://[ff02::1]/", "host 'ff02::1' is ff02::1, a multicast address"),
+        ("http://[2002:7f00:1::]/", f"host '2002:7f00:1::' is 2002:7f00:1::, {WRAPS_LOOPBACK}"),
+        (
+            "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
+            "host '2001:0:4136:e378:8000:63bf:80ff:fffe' is 2001:0:4136:e378:8000:63bf:80ff:fffe,"
+            f" {WRAPS_LOOPBACK}",
+        ),
+        (
+            "http://[64:ff9b::7f00:1]/",
+            f"host '64:ff9b::7f00:1' is 64:ff9b::7f00:1, {WRAPS_LOOPBACK}",
+        ),
+        ("http://[::127.0.0.1]/", f"host '::127.0.0.1' is ::7f00:1, {WRAPS_LOOPBACK}"),
+        ("https://127.0.0.1:443/", f"host '127.0.0.1' is 127.0.0.1, {LOOPBACK}"),
     ],
 )
-def test_malformed_hosts_are_blocked(url: str) -> None:
-    with pytest.raises(SSRFBlocked):
+def test_ip_literals_of_internal_addresses_are_blocked(url: str, reason: str) -> None:
+    with pytest.raises(SSRFBlocked) as blocked:
         ssrf_check_url(url, resolver=unexpected_resolver)
+    assert blocked.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://1.2.3.4.5/", "host '1.2.3.4.5' is a malformed IPv4 address"),
+        ("http://256.0.0.1/", "unparseable URL: Invalid IPv4 address: '256.0.0.1'"),
+        ("http://0x1g.0.0.1/", "host '0x1g.0.0.1' is a malformed IPv4 address"),
+        ("http://08.1/", "host '08.1' is a malformed IPv4 address"),
+        ("http://example.123/", "host 'example.123' is a malformed IPv4 address"),
+        ("http://4294967296/", "host '4294967296' is an out-of-range IPv4 address"),
+        ("http://0x100000000/", "host '0x100000000' is an out-of-range IPv4 address"),
+        ("http://1.16777216/", "host '1.16777216' is an out-of-range IPv4 address"),
+        ("http://1.2.65536/", "host '1.2.65536' is an out-of-range IPv4 address"),
+        ("http://256.1/", "host '256.1' is an out-of-range IPv4 address"),
+        (
+            "http://%31%32%37.0.0.1/",
+            "host '%31%32%37.0.0.1' contains characters not allowed in a host name",
+        ),
+        ("http://[::zz]/", "unparseable URL: Invalid IPv6 address: '[::zz]'"),
+        ("http://ⓛocalhost/", "unparseable URL: Invalid IDNA hostname: 'ⓛocalhost'"),
+        ("http://127.0.0.1:0/", "invalid port 0"),
+        ("http://93.184.216.34:65536/", "invalid port 65536"),
+        ("http://127.0.0.1:abc/", "unparseable URL: Invalid port: 'abc'"),
+    ],
+)
+def test_malformed_hosts_are_blocked(url: str, reason: str) -> None:
+    with pytest.raises(SSRFBlocked) as blocked:
+        ssrf_check_url(url, resolver=unexpected_resolver)
+    assert blocked.value.reason == reason
+
+
+def test_an_internationalised_name_is_looked_up_in_its_ascii_form() -> None:
+    looked_up: list[str] = []
+
+    def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+        looked_up.append(host)
+        return fake_resolver("10.0.0.9")(host, port)
+
+    with pytest.raises(SSRFBlocked) as blocked:
+        ssrf_check_url("https://BÜCHER.example/", resolver=resolve)
+    assert looked_up == ["xn--bcher-kva.example"]
+    assert blocked.value.reason == (
+        "host 'xn--bcher-kva.example' resolves to 10.0.0.9, a private address"
+    )
+
+
+def test_a_dns_answer_that_is_not_an_address_is_blocked() -> None:
+    with pytest.raises(SSRFBlocked) as blocked:
+        ssrf_check_url("https://api.example.com/", resolver=fake_resolver("not-an-address"))
+    assert blocked.value.reason == "DNS lookup for 'api.example.com' returned 'not-an-address'"
 
 
 def test_public_ip_literal_is_allowed() -> None:
@@ -133,15 +216,19 @@ def test_host_resolving_to_public_address_is_allowed() -> None:
     ],
 )
 def test_host_resolving_to_any_internal_address_is_blocked(addresses: tuple[str, ...]) -> None:
-    with pytest.raises(SSRFBlocked, match="resolves to"):
+    with pytest.raises(SSRFBlocked) as blocked:
         ssrf_check_url("https://api.example.com/", resolver=fake_resolver(*addresses))
+    internal = addresses[-1].split("%")[0]
+    assert blocked.value.reason.startswith(f"host 'api.example.com' resolves to {internal}, ")
 
 
 def test_dns_failure_is_blocked_with_reason() -> None:
     with pytest.raises(SSRFBlocked) as excinfo:
         ssrf_check_url("https://no-such-host.example/", resolver=failing_resolver)
 
-    assert "DNS lookup" in excinfo.value.reason
+    assert excinfo.value.reason == (
+        "DNS lookup for 'no-such-host.example' failed: [Errno -2] Name or service not known"
+    )
 
 
 def test_empty_dns_answer_is_blocked() -> None:
@@ -164,7 +251,7 @@ def test_exempt_host_is_allowed_without_lookup(url: str, exempt: str) -> None:
 
 
 def test_exempt_host_on_other_port_is_still_checked() -> None:
-    with pytest.raises(SSRFBlocked):
+    with pytest.raises(SSRFBlocked, match=r"^host 'localhost' resolves to 127\.0\.0\.1, a loop"):
         ssrf_check_url(
             "http://localhost:6379/",
             exempt_hosts=frozenset({"localhost:8001"}),

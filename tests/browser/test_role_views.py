@@ -17,7 +17,17 @@ ROLES = {
     "support": ("support-demo", {"Assistant", "My traces", "API"}),
     "ops": (
         "ops-demo",
-        {"Assistant", "Overview", "Failures", "Traces", "Reviews", "Policies", "Jobs", "API"},
+        {
+            "Assistant",
+            "Overview",
+            "Failures",
+            "Traces",
+            "Reviews",
+            "Policies",
+            "Experiments",
+            "Jobs",
+            "API",
+        },
     ),
     "admin": (
         "admin-demo",
@@ -29,6 +39,7 @@ ROLES = {
             "Reviews",
             "Tools",
             "Policies",
+            "Experiments",
             "Jobs",
             "Audit log",
             "Admin",

@@ -14,6 +14,24 @@ takes the next planned step. A step is a tuple:
 
 With the script empty the server answers 500 saying so. Every request is recorded.
 
+``flavour`` imitates how a server family treats structured-output requests (before the
+script is consulted, and without using it):
+
+- ``"openai"`` (default): takes ``response_format`` ``json_schema`` and forced tool calls
+  (an ``ok`` step's content becomes the call's arguments); ``json_object`` ignores a
+  ``schema``; an unknown field such as ``guided_json`` is a 400.
+- ``"llama_cpp"``: llama-cpp-python's server. ``json_schema`` is a 500; ``json_object``
+  with a ``schema`` is enforced, but a schema with a ``maxLength``/``maxItems`` bound makes
+  a grammar it refuses (500; the real server may crash instead); tools and
+  ``guided_json`` are ignored.
+- ``"vllm"``: ``guided_json`` is enforced; ``response_format`` ``json_schema`` is a 400
+  (older vLLM); tool calls are a 400 (no ``--enable-auto-tool-choice``).
+- ``"plain"``: every structured-output field is ignored.
+
+A structured-output probe (a request whose schema has a ``colour`` enum) is answered by
+the flavour itself: valid JSON when the dialect is enforced, the colour the prompt asks
+for (outside the enum) when it is ignored, as a model that copies its prompt would.
+
     with FakeOpenAIServer() as server:
         server.enqueue(("status", 429), ("ok", '{"a": 1}'))
         client = OpenAILLM(base_url=server.base_url, ...)
@@ -68,9 +86,12 @@ class FakeOpenAIServer:
     """Threaded loopback server; a context manager, or ``start()`` / ``stop()``."""
 
     model: str = "fake-model"
+    flavour: str = "openai"
     requests: list[RecordedRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if self.flavour not in FLAVOURS:
+            raise ValueError(f"Unknown fake server flavour {self.flavour!r}: {FLAVOURS}")
         self._script: collections.deque[Step] = collections.deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -140,11 +161,77 @@ class FakeOpenAIServer:
         with self._lock:
             self.requests.append(request)
 
-    def completion_body(self, content: str | None, usage: dict[str, int] | None = None) -> bytes:
+    def structured_verdict(self, request: Any) -> tuple[str, Any]:
+        """How this flavour treats the request's structured-output fields.
+
+        ``("reject", (status, message))``, ``("enforce", schema)``, ``("tool", schema)``
+        (enforced as a forced tool call) or ``("ignore", None)``.
+        """
+        if not isinstance(request, dict):
+            return "ignore", None
+        response_format = request.get("response_format") or {}
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        tools = request.get("tools") or []
+        forced_tool = bool(tools) and isinstance(request.get("tool_choice"), dict)
+        guided = request.get("guided_json")
+        if self.flavour == "openai":
+            if guided is not None:
+                return "reject", (400, "Unrecognized request argument supplied: guided_json")
+            if kind == "json_schema":
+                return "enforce", response_format.get("json_schema", {}).get("schema")
+            if forced_tool:
+                return "tool", tools[0].get("function", {}).get("parameters")
+            return "ignore", None
+        if self.flavour == "llama_cpp":
+            if kind == "json_schema":
+                # What llama-cpp-python 0.3.x answers: FastAPI's validation error, wrapped
+                # as a 500 by its error handler.
+                return "reject", (
+                    500,
+                    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                    "'msg': \"Input should be 'text' or 'json_object'\", "
+                    "'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}]",
+                )
+            if kind == "json_object" and isinstance(response_format.get("schema"), dict):
+                schema = response_format["schema"]
+                if _has_repetition_bound(schema):
+                    return "reject", (500, "failed to parse grammar: number of repetitions")
+                return "enforce", schema
+            return "ignore", None
+        if self.flavour == "vllm":
+            if kind == "json_schema":
+                return "reject", (400, "response_format json_schema is not supported")
+            if forced_tool:
+                return "reject", (400, '"auto" tool choice requires --enable-auto-tool-choice')
+            if isinstance(guided, dict):
+                return "enforce", guided
+            return "ignore", None
+        return "ignore", None
+
+    def completion_body(
+        self,
+        content: str | None,
+        usage: dict[str, int] | None = None,
+        *,
+        tool_name: str | None = None,
+    ) -> bytes:
         """A chat.completion JSON body, as the OpenAI API returns it."""
         usage = usage if usage is not None else DEFAULT_USAGE
         prompt_tokens = int(usage.get("prompt_tokens", 0))
         completion_tokens = int(usage.get("completion_tokens", 0))
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if tool_name:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{uuid.uuid4().hex[:12]}",
+                        "type": "function",
+                        "function": {"name": tool_name, "arguments": content or ""},
+                    }
+                ],
+            }
         body = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
@@ -153,8 +240,8 @@ class FakeOpenAIServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "message": message,
+                    "finish_reason": "tool_calls" if tool_name else "stop",
                     "logprobs": None,
                 }
             ],
@@ -165,6 +252,37 @@ class FakeOpenAIServer:
             },
         }
         return json.dumps(body).encode()
+
+
+FLAVOURS = ("openai", "llama_cpp", "vllm", "plain")
+
+
+def _has_repetition_bound(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        if any(key in schema for key in ("maxLength", "maxItems")):
+            return True
+        return any(_has_repetition_bound(value) for value in schema.values())
+    if isinstance(schema, list):
+        return any(_has_repetition_bound(item) for item in schema)
+    return False
+
+
+def _is_probe(schema: Any) -> bool:
+    return isinstance(schema, dict) and "colour" in (schema.get("properties") or {})
+
+
+def _probe_reply(request: dict[str, Any], verdict: str, schema: Any) -> str:
+    """What a model answers the probe: in the enum when enforced, else what it was asked."""
+    if verdict in ("enforce", "tool") and _is_probe(schema):
+        return json.dumps({"ok": True, "colour": schema["properties"]["colour"]["enum"][-1]})
+    return json.dumps({"ok": True, "colour": "blue"})
+
+
+def _request_is_probe(request: Any) -> bool:
+    if not isinstance(request, dict):
+        return False
+    text = json.dumps(request.get("messages") or [])
+    return "colour" in text and '\\"blue\\"' in text
 
 
 def error_body(status: int, message: str) -> bytes:
@@ -197,9 +315,21 @@ def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if path not in COMPLETION_PATHS:
                 self._send(404, error_body(404, f"Unknown path {path}"))
                 return
-            self._answer(server._next_step())
+            verdict, detail = server.structured_verdict(parsed)
+            if verdict == "reject":
+                status, message = detail
+                self._send(status, error_body(status, message))
+                return
+            tool_name = None
+            if verdict == "tool":
+                tool_name = parsed["tools"][0]["function"]["name"]
+            if _request_is_probe(parsed):
+                reply = _probe_reply(parsed, verdict, detail)
+                self._send(200, server.completion_body(reply, tool_name=tool_name))
+                return
+            self._answer(server._next_step(), tool_name=tool_name)
 
-        def _answer(self, step: Step | None) -> None:
+        def _answer(self, step: Step | None, *, tool_name: str | None = None) -> None:
             if step is None:
                 message = "Fake OpenAI server: no scripted response left for this request."
                 self._send(500, error_body(500, message))
@@ -207,7 +337,7 @@ def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             kind = step[0]
             if kind == "ok":
                 usage = step[2] if len(step) > 2 else None
-                self._send(200, server.completion_body(step[1], usage))
+                self._send(200, server.completion_body(step[1], usage, tool_name=tool_name))
             elif kind == "status":
                 status = int(step[1])
                 headers = step[2] if len(step) > 2 else {}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policies.models import PolicyVersion, ReflexionProposal, Strategy
+from policies.models import PolicyVersion, ReflexionProposal, Rollout, Strategy
 from policies.reflexion import (
     Proposal,
     analyze_missing_field,
@@ -183,8 +183,12 @@ def test_type_mismatch_is_learned_replayed_and_published(
     strategy.refresh_from_db()
     assert strategy.replay_status == "passed"
     assert "-> 200" in strategy.replay_detail
-    assert strategy.status == "active"
-    version = PolicyVersion.objects.get(is_active=True)
+    # auto-merged, it goes out as a canary: approved, in an inactive version on 1%
+    assert strategy.status == "approved"
+    rollout = Rollout.objects.get()
+    assert (rollout.strategy, rollout.percent, rollout.author_kind) == (strategy, 1, "auto_merge")
+    version = rollout.version
+    assert not version.is_active
     assert strategy in version.strategies.all()
     assert "digits_to_int" in version.document
 
@@ -203,6 +207,64 @@ def test_the_same_lesson_twice_is_agreed_not_added(
     strategy = Strategy.objects.get()
     assert strategy.agree_count == 2
     assert set(strategy.source_traces.values_list("pk", flat=True)) == {first.pk, second.pk}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_agreeing_failures_replayed_again_lift_a_proposal_to_auto_merge(
+    drifted_orders: Order, failed_trace: Any, settings: Any
+) -> None:
+    settings.REVIEW_AUTO_MERGE = True
+    settings.REVIEW_AUTO_MERGE_MIN_CONFIDENCE = 0.85
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    traces = [
+        failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+        for _ in range(4)
+    ]
+    [first] = reflexion_run(trace_id=str(traces[0].pk))
+    strategy = first.strategy
+    assert strategy is not None
+    strategy.refresh_from_db()
+    # A new rule starts below the bar and waits for a reviewer.
+    assert strategy.status == "in_review" and strategy.confidence == 0.7
+    for n, trace in enumerate(traces[1:3], start=1):
+        [agreed] = reflexion_run(trace_id=str(trace.pk))
+        assert agreed.outcome == "agreed"
+        strategy.refresh_from_db()
+        assert strategy.confidence == pytest.approx(0.7 + 0.05 * n)
+        assert strategy.status == "in_review"
+    # The third independent pass reaches 0.85: the rule merges without a reviewer, and its
+    # open review item is closed by the automation.
+    reflexion_run(trace_id=str(traces[3].pk))
+    strategy.refresh_from_db()
+    assert strategy.confidence == pytest.approx(0.85)
+    assert strategy.status == "active"
+    assert not ReviewItem.objects.filter(strategy=strategy, status="open").exists()
+    reasons = list(strategy.confidence_events.values_list("reason", flat=True))
+    assert reasons == ["replay passed"] * 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agreeing_failure_the_rule_does_not_fix_lowers_its_confidence(
+    drifted_orders: Order, failed_trace: Any, settings: Any
+) -> None:
+    settings.REVIEW_AUTO_MERGE = False
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    first = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    [proposal] = reflexion_run(trace_id=str(first.pk))
+    strategy = proposal.strategy
+    assert strategy is not None
+    # The second failure names an order that does not exist: the same rule, replayed against
+    # it, still fails (404), which is evidence against the rule.
+    second = failed_trace(
+        action_input={"order_id": "#W9999999"},
+        body=body.replace(drifted_orders.order_id, "#W9999999"),
+    )
+    [agreed] = reflexion_run(trace_id=str(second.pk))
+    assert agreed.outcome == "agreed"
+    strategy.refresh_from_db()
+    assert strategy.confidence == pytest.approx(0.55)
+    assert strategy.status == "in_review"
+    assert list(strategy.confidence_events.values_list("reason", flat=True)) == ["replay failed"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -232,7 +294,7 @@ def test_a_rewrite_of_a_live_strategy_waits_for_review_then_replaces_it(
         branch={"tool": "get_order", "field": "order_id", "transform": "strip"},
         status=Strategy.Status.PROPOSED,
     )
-    strategy_activate(strategy=old, author_kind="auto_merge")
+    strategy_activate(strategy=old, author_kind="auto_merge", at_once=True)
     body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
     trace = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
     [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=False)
@@ -244,7 +306,7 @@ def test_a_rewrite_of_a_live_strategy_waits_for_review_then_replaces_it(
     assert new is not None and new.pk != old.pk
     new.refresh_from_db()
     assert new.status == "in_review"
-    strategy_activate(strategy=new, author_kind="reviewer")
+    strategy_activate(strategy=new, author_kind="reviewer", at_once=True)
     version = PolicyVersion.objects.get(is_active=True)
     assert list(version.strategies.all()) == [new]
     old.refresh_from_db()

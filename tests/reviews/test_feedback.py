@@ -106,3 +106,13 @@ def test_a_next_pointing_elsewhere_is_not_followed(
         f"/reviews/feedback/{run.pk}/", {"rating": "up", "next": "https://evil.example/"}
     )
     assert response["Location"] == f"/#run-{run.pk}"
+
+
+def test_a_thumbs_down_without_a_comment_names_who_gave_it(run: Trace, support_user: Any) -> None:
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="down")
+
+    item = ReviewItem.objects.get()
+    assert item.detail == "Thumbs down from sam."
+    audit = AuditLog.objects.get(action="review.open")
+    assert (audit.actor, audit.target) == (support_user, f"review {item.pk}")
+    assert audit.details == {"reason": "thumbs_down", "trace": str(run.pk)}

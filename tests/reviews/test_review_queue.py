@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policies.models import PolicyVersion, Strategy
+from policies.models import PolicyVersion, Rollout, Strategy
 from reviews.models import AuditLog, ReviewItem
 from reviews.services import (
     ReviewConflict,
@@ -24,17 +24,31 @@ def proposed(make_strategy: Any) -> ReviewItem:
     return ReviewItem.objects.create(strategy=strategy, reason=ReviewItem.Reason.LOW_CONFIDENCE)
 
 
-def test_approving_a_proposal_publishes_a_version_by_the_reviewer(
+def test_approving_a_proposal_starts_a_canary_version_by_the_reviewer(
     proposed: ReviewItem, ops_user: Any
 ) -> None:
     review_item_approve(item_id=proposed.pk, user=ops_user, note="looks right")
     proposed.refresh_from_db()
     assert proposed.status == "approved" and proposed.decided_by == ops_user
-    version = PolicyVersion.objects.get(is_active=True)
+    # the new version is a canary: nothing is active until the rollout reaches 100%
+    assert not PolicyVersion.objects.filter(is_active=True).exists()
+    version = PolicyVersion.objects.get()
     assert version.author == ops_user and version.author_kind == "reviewer"
     assert proposed.strategy is not None
     assert list(version.source_strategies.all()) == [proposed.strategy]
+    rollout = Rollout.objects.get()
+    assert (rollout.version, rollout.percent, rollout.state) == (version, 1, "running")
     assert AuditLog.objects.filter(action="review.approve", actor=ops_user).exists()
+
+
+def test_approving_with_publish_at_once_activates_the_version(
+    proposed: ReviewItem, ops_user: Any, settings: Any
+) -> None:
+    settings.POLICY_PUBLISH = "at_once"
+    review_item_approve(item_id=proposed.pk, user=ops_user, note="looks right")
+    version = PolicyVersion.objects.get(is_active=True)
+    assert version.author == ops_user and version.author_kind == "reviewer"
+    assert not Rollout.objects.exists()
 
 
 def test_rejecting_stops_the_strategy(proposed: ReviewItem, ops_user: Any) -> None:

@@ -22,6 +22,8 @@ OPS = {
     "sandbox.inject_faults",
     "policies.view_policyversion",
     "traces.view_job",
+    "policies.run_experiments",
+    "policies.manage_rollouts",
 }
 
 
@@ -66,14 +68,17 @@ def test_roles_sync_takes_back_a_permission_granted_by_hand() -> None:
 
 def test_the_data_migrations_create_the_same_groups() -> None:
     Group.objects.all().delete()
-    state = MigrationLoader(connection).project_state(
-        ("reviews", "0004_ops_view_policies_and_jobs")
-    )
+    state = MigrationLoader(connection).project_state(("reviews", "0009_ops_run_experiments"))
     roles = importlib.import_module("reviews.migrations.0003_roles")
     ops_views = importlib.import_module("reviews.migrations.0004_ops_view_policies_and_jobs")
+    ops_experiments = importlib.import_module("reviews.migrations.0009_ops_run_experiments")
 
     roles.create_roles(state.apps, None)
     ops_views.grant_ops(state.apps, None)
+    ops_experiments.grant_ops(state.apps, None)
+    importlib.import_module("reviews.migrations.0007_ops_manage_rollouts").grant_ops(
+        state.apps, None
+    )
 
     _assert_roles()
 

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.agents.runtime_helpers import answer, reason, reflect, run_query
-from tests.agents.test_runtime import agent  # noqa: F401  (fixture: fake LLM + echo tools)
+from tests.agents.test_runtime import agent, module_tools  # noqa: F401  (fake LLM + echo tools)
 from tests.policies.conftest import make_strategy  # noqa: F401
 from tests.traces.timeline_helpers import recorded_run
 from traces.models import Step

@@ -44,6 +44,9 @@ def format_step(step: Step) -> str:
     if step.phase == "retrieval":
         titles = " | ".join(step.response_summary.splitlines()) or "(nothing found)"
         return f"{head} {step.details.get('search_query', '')!r} -> {titles}"
+    if step.error_type == "LLM_ERROR":
+        # Why the model call failed, not the apology the customer got.
+        return f"{head} LLM_ERROR: {step.error_detail}"
     return f"{head} {step.error_type or ''} {step.response_summary}".rstrip()
 
 
@@ -127,7 +130,16 @@ class Command(BaseCommand):
         from policies.models import ReflexionProposal
         from policies.tasks import reflexion_inprocess_drain
 
-        reflexion_inprocess_drain()
+        wait = settings.ASK_REFLEXION_WAIT_SECONDS
+        try:
+            reflexion_inprocess_drain(timeout=wait)
+        except TimeoutError:
+            self.stdout.write(
+                self.style.WARNING(
+                    f"reflexion: still running after {wait:g} s (ASK_REFLEXION_WAIT_SECONDS); "
+                    "its proposals will appear on the trace page."
+                )
+            )
         for proposal in ReflexionProposal.objects.filter(trace=trace).order_by("created_at"):
             label = f"reflexion: {proposal.error_type} -> {proposal.outcome}"
             if proposal.strategy_id:
@@ -149,6 +161,14 @@ class Command(BaseCommand):
         )
         if trace.final_answer:
             self.stdout.write(self.style.SUCCESS(f"answer: {trace.final_answer}"))
+        if trace.error_type == "LLM_ERROR":
+            self.stdout.write(
+                self.style.WARNING(
+                    f"The model at {settings.LLM_BASE_URL or 'the OpenAI API'} "
+                    f"({settings.LLM_MODEL}) gave no usable answer; see the LLM_ERROR line above "
+                    "and docs/models.md."
+                )
+            )
         if trace.steps.filter(error_type="CONNECTION_ERROR").exists():
             self.stdout.write(
                 self.style.WARNING(

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from agents.llm.base import ChatMessage, LLMError, LLMResponse
 from agents.llm.openai_backend import OpenAILLM
 from agents.llm.schemas import ReasoningStep, Reflection
+from agents.llm.structured import grammar_schema
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server_fixture  # noqa: F401
 
 API_KEY = "sk-test-do-not-log-0123456789"
@@ -114,10 +115,13 @@ def test_request_carries_model_messages_and_json_schema(
         "type": "json_schema",
         "json_schema": {
             "name": schema.__name__,
-            "schema": schema.model_json_schema(),
+            "schema": grammar_schema(schema.model_json_schema()),
             "strict": False,
         },
     }
+    # No repetition bound reaches a grammar engine; a runaway generation is capped.
+    assert "maxLength" not in json.dumps(request.json["response_format"])
+    assert request.json["max_tokens"] == 512
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,19 +172,23 @@ def test_latency_is_awaited_so_many_calls_overlap():
     llm = SimulatedLLM(seed=7, error_rates={}, hint_follow_rate=0.0, latency_ms=200)
     messages = reflection_messages(query="hi", rnd=RoundRecord(number=1, ok=True))
 
-    async def many() -> list[LLMResponse]:
+    async def many() -> tuple[int, list[LLMResponse]]:
         calls = [
-            llm.complete(messages=messages, schema=Reflection, purpose="reflection")
+            asyncio.create_task(
+                llm.complete(messages=messages, schema=Reflection, purpose="reflection")
+            )
             for _ in range(50)
         ]
-        return await asyncio.gather(*calls)
+        # One turn of the loop runs every call up to its first await. A latency that
+        # blocked (time.sleep) would finish each call inside that turn, one after another.
+        await asyncio.sleep(0)
+        waiting = sum(not call.done() for call in calls)
+        return waiting, await asyncio.gather(*calls)
 
-    started = time.perf_counter()
-    responses = asyncio.run(many())
-    elapsed = time.perf_counter() - started
+    waiting, responses = asyncio.run(many())
 
+    assert waiting == 50
     assert min(response.latency_ms for response in responses) >= 200
-    assert elapsed < 1.0
 
 
 # --- first action per intent --------------------------------------------------------

@@ -1,0 +1,272 @@
+"""The executor's error paths over real sockets: an upstream of the test's own (a small
+HTTP server on a free port, standing where the sandbox stands), a port nothing listens on,
+and in-process tools that raise, stall or were never registered."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from asgiref.sync import async_to_sync
+
+from agents.credentials import ToolAuth
+from agents.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall
+from tests.agents.runtime_helpers import declared_tool, tools_registered
+from tests.redis_server import free_port
+
+
+class Upstream(BaseHTTPRequestHandler):
+    """Answers by path: ``/echo`` echoes the request, ``/away`` redirects off the
+    allow-list, ``/loop/N`` redirects to ``/loop/N+1``, ``/see-other`` (303) and
+    ``/temporary`` (307) redirect to ``/echo``."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _answer(self) -> None:
+        url = urlsplit(self.path)
+        path = url.path.removeprefix("/sandbox/api")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length).decode() if length else ""
+        if path == "/echo":
+            payload = {
+                "method": self.command,
+                "query": parse_qs(url.query),
+                "body": json.loads(body) if body else None,
+                "content_type": self.headers.get("Content-Type"),
+                "key": self.headers.get("X-Api-Key"),
+            }
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        if path == "/away":
+            location = "http://evil.example.com/steal"
+            status = 302
+        elif path.startswith("/loop/"):
+            location = f"/sandbox/api/loop/{int(path.rsplit('/', 1)[1]) + 1}"
+            status = 302
+        elif path == "/see-other":
+            location, status = "/sandbox/api/echo", 303
+        elif path == "/temporary":
+            location, status = "/sandbox/api/echo", 307
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(status)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = _answer
+    do_POST = _answer
+
+
+@pytest.fixture
+def upstream(settings: Any) -> Iterator[str]:
+    """The test's own server as the sandbox base URL: exempt from the SSRF guard and on the
+    allow-list, like the sandbox."""
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Upstream)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/sandbox/api"
+    settings.SANDBOX_BASE_URL = base
+    yield base
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def http_tool(path: str, **overrides: Any) -> ToolSnapshot:
+    values: dict[str, Any] = {
+        "name": "upstream_call",
+        "description": "test",
+        "kind": "http",
+        "params_schema": {"type": "object"},
+        "endpoint_template": "{sandbox}" + path,
+        "method": "GET",
+        "timeout_seconds": 10.0,
+    }
+    values.update(overrides)
+    return ToolSnapshot(**values)
+
+
+def python_tool(name: str, timeout: float = 3.0) -> ToolSnapshot:
+    return ToolSnapshot(
+        name=name,
+        description="test",
+        kind="python",
+        params_schema={"type": "object"},
+        endpoint_template="",
+        method="GET",
+        timeout_seconds=timeout,
+    )
+
+
+def execute(tool: ToolSnapshot, arguments: dict[str, Any]) -> Any:
+    async def go() -> Any:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            executor = ToolExecutor(
+                tools={tool.name: tool},
+                http_client=client,
+                max_response_bytes=64 * 1024,
+                max_redirects=3,
+            )
+            return await executor.execute(
+                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[])
+            )
+
+    return async_to_sync(go)()
+
+
+# --- HTTP ----------------------------------------------------------------------------------
+
+
+def test_post_sends_the_arguments_as_a_json_body(upstream: str) -> None:
+    result = execute(http_tool("/echo", method="POST"), {"order_id": "#W1", "qty": 2})
+    assert result.code == ExecutorCode.OK
+    echoed = json.loads(result.body)
+    assert echoed["method"] == "POST"
+    assert echoed["body"] == {"order_id": "#W1", "qty": 2}
+    assert echoed["content_type"] == "application/json"
+    assert echoed["query"] == {}
+
+
+def test_post_renames_arguments_and_sends_a_query_credential_in_the_query(
+    upstream: str, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOL_SECRET_UPSTREAM", "s3cret-value-123")
+    tool = http_tool(
+        "/echo",
+        method="POST",
+        query_map={"order_id": "orderId"},
+        auth=ToolAuth(type="query", name="key", env="TOOL_SECRET_UPSTREAM"),
+    )
+    result = execute(tool, {"order_id": "#W1"})
+    assert result.code == ExecutorCode.OK
+    echoed = json.loads(result.body.replace("[REDACTED]", "redacted"))
+    assert echoed["body"] == {"orderId": "#W1"}
+    assert list(echoed["query"]) == ["key"]
+    assert "s3cret-value-123" not in result.body  # never shown to the model or stored
+
+
+def test_get_sends_booleans_as_json_in_the_query(upstream: str) -> None:
+    result = execute(http_tool("/echo"), {"in_stock": True, "q": "lamp"})
+    assert json.loads(result.body)["query"] == {"in_stock": ["true"], "q": ["lamp"]}
+
+
+def test_303_after_post_fetches_the_target_with_get_and_no_body(upstream: str) -> None:
+    result = execute(http_tool("/see-other", method="POST"), {"order_id": "#W1"})
+    echoed = json.loads(result.body)
+    assert (echoed["method"], echoed["body"]) == ("GET", None)
+
+
+def test_307_after_post_repeats_the_post_with_its_body(upstream: str) -> None:
+    result = execute(http_tool("/temporary", method="POST"), {"order_id": "#W1"})
+    echoed = json.loads(result.body)
+    assert (echoed["method"], echoed["body"]) == ("POST", {"order_id": "#W1"})
+
+
+def test_redirect_outside_the_allow_list_is_an_invalid_endpoint(upstream: str) -> None:
+    result = execute(http_tool("/away"), {})
+    assert result.code == ExecutorCode.INVALID_ENDPOINT
+    assert result.status_code is None
+    assert result.detail == "endpoint not in the allow-list: http://evil.example.com/steal"
+
+
+def test_too_many_redirects_is_an_invalid_endpoint(upstream: str) -> None:
+    result = execute(http_tool("/loop/0"), {})
+    assert result.code == ExecutorCode.INVALID_ENDPOINT
+    assert result.detail.startswith("more than 3 redirects starting at ")
+
+
+def test_refused_connection_is_a_connection_error(settings: Any) -> None:
+    # nothing listens on this port; the host is the sandbox's, so the guard lets it through
+    settings.SANDBOX_BASE_URL = f"http://127.0.0.1:{free_port()}/sandbox/api"
+    result = execute(http_tool("/echo"), {})
+    assert result.code == ExecutorCode.CONNECTION_ERROR
+    assert result.detail.startswith("ConnectError: ")
+    assert result.status_code is None and not result.ok
+
+
+def test_unrendered_template_is_an_invalid_endpoint(upstream: str) -> None:
+    result = execute(http_tool("/orders/{order_id}"), {})
+    assert result.code == ExecutorCode.INVALID_ENDPOINT
+    assert result.detail == "missing path argument 'order_id'"
+
+
+def test_missing_credential_fails_the_call_without_a_request(
+    upstream: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TOOL_SECRET_ABSENT", raising=False)
+    tool = http_tool(
+        "/echo", auth=ToolAuth(type="header", name="X-Api-Key", env="TOOL_SECRET_ABSENT")
+    )
+    result = execute(tool, {})
+    assert result.code == ExecutorCode.CREDENTIAL_MISSING
+    assert result.detail.startswith("tool 'upstream_call' cannot authenticate: ")
+
+
+# --- in-process tools ----------------------------------------------------------------------
+
+
+@declared_tool(name="raises_value_error", description="test", params_schema={"type": "object"})
+def raises_value_error(**_: Any) -> None:
+    raise ValueError("no such customer 'U1'")
+
+
+@declared_tool(name="blocks_the_thread", description="test", params_schema={"type": "object"})
+def blocks_the_thread(**_: Any) -> dict[str, str]:
+    time.sleep(2)
+    return {"late": "yes"}
+
+
+@declared_tool(name="returns_a_date", description="test", params_schema={"type": "object"})
+def returns_a_date(**_: Any) -> dict[str, Any]:
+    import datetime
+
+    return {"when": datetime.date(2026, 12, 2), "name": "Zoë"}
+
+
+@pytest.fixture
+def python_tools() -> Iterator[None]:
+    with tools_registered(raises_value_error, blocks_the_thread, returns_a_date):
+        yield
+
+
+def test_python_tool_that_raises_is_a_tool_error(python_tools: None) -> None:
+    result = execute(python_tool("raises_value_error"), {"customer": "U1"})
+    assert result.code == ExecutorCode.TOOL_ERROR
+    assert result.detail == "ValueError: no such customer 'U1'"
+    assert result.endpoint == "python:raises_value_error"
+    assert result.request_payload == {"customer": "U1"}
+
+
+def test_python_tool_without_a_registered_function_is_a_tool_error() -> None:
+    result = execute(python_tool("never_registered"), {})
+    assert result.code == ExecutorCode.TOOL_ERROR
+    assert result.detail == "no registered function for this tool"
+
+
+def test_blocking_python_tool_past_its_timeout_is_a_timeout(python_tools: None) -> None:
+    result = execute(python_tool("blocks_the_thread", timeout=0.05), {})
+    assert result.code == ExecutorCode.TIMEOUT
+    assert result.detail == "no result within 0.05s"
+
+
+def test_python_tool_result_is_json_with_non_ascii_kept(python_tools: None) -> None:
+    result = execute(python_tool("returns_a_date"), {})
+    assert result.code == ExecutorCode.OK and result.status_code == 200
+    assert json.loads(result.body) == {"when": "2026-12-02", "name": "Zoë"}

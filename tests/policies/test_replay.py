@@ -1,0 +1,495 @@
+"""The replay check of every branch kind, against the sandbox served over real HTTP.
+
+``strategy_replay`` replays the recorded failing step with the proposed branch applied;
+only a replay that passes lets a strategy through, so each kind must fail when its branch
+would not have helped — above all a ``degrade_cache`` handler with nothing cached to serve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from agents.models import Tool, ToolResultCache
+from agents.prompts import canonical_json
+from agents.runtime import call_signature
+from policies.reflexion import FailureFacts, Proposal, failures_of_trace
+from policies.replay import strategy_replay
+from sandbox.models import Order, Product
+from sandbox.services import faultrule_set
+from traces.models import Job, Trace
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def shop(live_sandbox: str, small_shop: Any, support_agent: Any, error_rules: Any) -> str:
+    return live_sandbox
+
+
+@pytest.fixture
+def order(shop: str) -> Order:
+    found = Order.objects.order_by("order_id").first()
+    assert found is not None
+    return found
+
+
+@pytest.fixture
+def product(shop: str) -> Product:
+    found = Product.objects.order_by("product_id").first()
+    assert found is not None
+    return found
+
+
+def _facts(failed_trace: Any, **kwargs: Any) -> FailureFacts:
+    [facts] = failures_of_trace(failed_trace(**kwargs))
+    return facts
+
+
+def _proposal(kind: str, branch: dict[str, Any]) -> Proposal:
+    return Proposal(kind=kind, branch=branch, root_cause="r", strategy_update="s", origin="test")
+
+
+def _replay(kind: str, branch: dict[str, Any], facts: FailureFacts) -> tuple[bool, str]:
+    passed, detail = strategy_replay(proposal=_proposal(kind, branch), facts=facts)
+    # Every replay is a Job that ran to the end and says whether the strategy passed.
+    job = Job.objects.filter(kind=Job.Kind.REPLAY).latest("pk")
+    assert (job.status, job.done, job.total) == ("finished", 1, 1)
+    assert job.name == f"replay {kind} for {facts.signature}"
+    assert job.message == (("passed: " if passed else "failed: ") + detail)[:300]
+    if kind != "prompt_hint":
+        # a step replay links the run it replayed (a hint links its replay run)
+        assert job.result_url == f"/traces/{facts.trace_id}/"
+    return passed, detail
+
+
+def _cache(tool: str, arguments: dict[str, Any], body: str) -> None:
+    key = hashlib.sha256(call_signature(tool, arguments).encode()).hexdigest()
+    ToolResultCache.objects.create(signature=key, tool_name=tool, arguments=arguments, body=body)
+
+
+# --- error handlers: degrade_cache ---------------------------------------------------
+DEGRADE = {"tool": "get_order", "on": "INTERNAL_SERVER_ERROR", "action": "degrade_cache"}
+
+
+def _upstream_failure(failed_trace: Any, order: Order) -> FailureFacts:
+    return _facts(
+        failed_trace,
+        action_input={"order_id": order.order_id},
+        status_code=500,
+        error_type="INTERNAL_SERVER_ERROR",
+    )
+
+
+@pytest.mark.parametrize("upstream_down", [True, False], ids=["upstream-down", "upstream-up"])
+def test_a_degrade_handler_with_nothing_cached_does_not_pass(
+    failed_trace: Any, order: Order, upstream_down: bool
+) -> None:
+    # given nothing cached for the failed call, whether or not the upstream came back
+    if upstream_down:
+        faultrule_set(endpoint="orders", rate_500=1.0)
+    facts = _upstream_failure(failed_trace, order)
+    # a result cached for another call is not this call's result
+    _cache("get_order", {"order_id": "#W0000000"}, '{"status": "pending"}')
+
+    passed, detail = _replay("error_handler", DEGRADE, facts)
+
+    assert not passed
+    assert detail == "nothing cached for this call: the handler has nothing to serve"
+
+
+@pytest.mark.parametrize(
+    ("upstream_down", "upstream"), [(True, "still failing"), (False, "recovered")]
+)
+def test_a_degrade_handler_passes_when_the_failed_call_has_a_cached_result(
+    failed_trace: Any, order: Order, upstream_down: bool, upstream: str
+) -> None:
+    if upstream_down:
+        faultrule_set(endpoint="orders", rate_500=1.0)
+    facts = _upstream_failure(failed_trace, order)
+    _cache("get_order", {"order_id": order.order_id}, '{"status": "shipped"}')
+
+    passed, detail = _replay("error_handler", DEGRADE, facts)
+
+    assert passed
+    assert detail.startswith(f"serves cached data when the call fails (upstream {upstream}: ")
+    assert detail.endswith("-> 500)" if upstream_down else "-> 200)")
+
+
+# --- error handlers: handover, retry_once, call_tool ------------------------------------
+def test_a_handover_passes_without_calling_the_tool(failed_trace: Any, order: Order) -> None:
+    faultrule_set(endpoint="orders", rate_500=1.0)
+    facts = _upstream_failure(failed_trace, order)
+
+    passed, detail = _replay(
+        "error_handler",
+        {"tool": "get_order", "on": "INTERNAL_SERVER_ERROR", "action": "handover"},
+        facts,
+    )
+
+    assert passed
+    assert detail == "hands the request over to a person instead of failing"
+
+
+def test_retry_once_passes_once_the_upstream_answers_again(failed_trace: Any, order: Order) -> None:
+    # given a recorded timeout and an upstream that answers now
+    facts = _facts(
+        failed_trace,
+        action_input={"order_id": order.order_id},
+        status_code=None,
+        error_type="TIMEOUT",
+    )
+
+    passed, detail = _replay(
+        "error_handler",
+        {
+            "tool": "get_order",
+            "on": "TIMEOUT",
+            "action": "retry_once",
+            "transform": {"order_id": "strip", "absent": "upper"},
+        },
+        facts,
+    )
+
+    assert passed, detail
+    assert detail == f'get_order {{"order_id": "{order.order_id}"}} -> 200'
+
+
+def test_retry_once_with_a_transform_the_schema_refuses_fails_like_the_runtime(
+    failed_trace: Any, order: Order
+) -> None:
+    # the runtime validates the transformed retry too: an integer id is not a valid call
+    faultrule_set(endpoint="orders", drift="require_int_id")
+    facts = _facts(failed_trace, action_input={"order_id": order.order_id})
+
+    passed, detail = _replay(
+        "error_handler",
+        {
+            "tool": "get_order",
+            "on": "TYPE_MISMATCH",
+            "action": "retry_once",
+            "transform": {"order_id": "digits_to_int"},
+        },
+        facts,
+    )
+
+    assert not passed
+    assert detail.startswith("SCHEMA_VIOLATION: validator=type path=order_id")
+
+
+def test_retry_once_without_a_transform_fails_while_the_upstream_fails(
+    failed_trace: Any, order: Order
+) -> None:
+    faultrule_set(endpoint="orders", rate_500=1.0)
+    facts = _facts(
+        failed_trace,
+        action_input={"order_id": order.order_id},
+        status_code=500,
+        error_type="TIMEOUT",
+    )
+
+    passed, detail = _replay(
+        "error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "retry_once"}, facts
+    )
+
+    assert not passed
+    assert detail == f'get_order {{"order_id": "{order.order_id}"}} -> 500'
+
+
+def test_call_tool_replays_the_other_tool_with_the_recorded_value(
+    failed_trace: Any, product: Product
+) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="check_inventory",
+        action_input={"sku": product.name},
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+    )
+
+    passed, detail = _replay(
+        "error_handler",
+        {
+            "tool": "check_inventory",
+            "on": "RESOURCE_NOT_FOUND",
+            "action": "call_tool",
+            "call": "search_products",
+            "input": {"query": "$arg"},
+        },
+        facts,
+    )
+
+    assert passed, detail
+    assert detail == f"search_products {canonical_json({'query': product.name})} -> 200"
+
+
+def test_call_tool_naming_a_tool_the_agent_may_not_call_fails(
+    failed_trace: Any, product: Product
+) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="check_inventory",
+        action_input={"sku": product.name},
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+    )
+
+    passed, detail = _replay(
+        "error_handler",
+        {
+            "tool": "check_inventory",
+            "on": "RESOURCE_NOT_FOUND",
+            "action": "call_tool",
+            "call": "drop_tables",
+            "input": {"query": "$arg"},
+        },
+        facts,
+    )
+
+    assert not passed
+    assert detail.startswith("TOOL_NOT_ALLOWED: tool 'drop_tables' is not on this agent's")
+
+
+def test_an_error_handler_with_an_unknown_action_cannot_be_replayed(
+    failed_trace: Any, order: Order
+) -> None:
+    facts = _upstream_failure(failed_trace, order)
+
+    passed, detail = _replay(
+        "error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "pray"}, facts
+    )
+
+    assert (passed, detail) == (False, "cannot replay a error_handler")
+
+
+def test_an_unknown_kind_cannot_be_replayed(failed_trace: Any, order: Order) -> None:
+    facts = _upstream_failure(failed_trace, order)
+
+    assert _replay("wish", {"tool": "get_order"}, facts) == (False, "cannot replay a wish")
+
+
+# --- adapters ------------------------------------------------------------------------
+def test_an_adapter_that_leaves_the_recorded_input_alone_fails(
+    failed_trace: Any, order: Order
+) -> None:
+    faultrule_set(endpoint="orders", drift="require_int_id")
+    facts = _facts(failed_trace, action_input={"order_id": order.order_id})
+
+    passed, detail = _replay(
+        "adapter", {"tool": "get_order", "field": "order_id", "transform": "upper"}, facts
+    )
+
+    assert (passed, detail) == (False, "the adapter does not change the recorded input")
+
+
+def test_an_adapter_on_a_recorded_input_the_schema_refuses_fails(
+    failed_trace: Any, order: Order
+) -> None:
+    lower = order.order_id.replace("#W", "#w")
+    facts = _facts(failed_trace, action_input={"order_id": lower})
+
+    passed, detail = _replay(
+        "adapter", {"tool": "get_order", "field": "order_id", "transform": "upper"}, facts
+    )
+
+    assert not passed
+    assert detail.startswith("SCHEMA_VIOLATION: ")
+
+
+def test_an_adapter_passes_only_when_the_transformed_call_succeeds(
+    failed_trace: Any, order: Order
+) -> None:
+    faultrule_set(endpoint="orders", drift="require_int_id")
+    facts = _facts(failed_trace, action_input={"order_id": order.order_id})
+    branch = {"tool": "get_order", "field": "order_id", "transform": "digits_to_int"}
+    digits = int(order.order_id.removeprefix("#W"))
+
+    assert _replay("adapter", branch, facts) == (
+        True,
+        f'get_order {{"order_id": {digits}}} -> 200',
+    )
+    faultrule_set(endpoint="orders", rate_500=1.0)
+    assert _replay("adapter", branch, facts) == (
+        False,
+        f'get_order {{"order_id": {digits}}} -> 500',
+    )
+
+
+# --- pre-conditions ------------------------------------------------------------------
+def _lookup(**overrides: Any) -> dict[str, Any]:
+    branch = {
+        "tool": "check_inventory",
+        "arg": "sku",
+        "not_pattern": r"^[A-Z]{2,4}-\d{4}-[A-Z0-9]{2,4}$",
+        "call": "search_products",
+        "input": {"query": "$arg"},
+        "take": "results.0.skus.0.sku",
+        "assign": "sku",
+    }
+    branch.update(overrides)
+    return branch
+
+
+def _sku_not_found(failed_trace: Any, value: Any) -> FailureFacts:
+    return _facts(
+        failed_trace,
+        tool="check_inventory",
+        action_input={"sku": value} if value is not None else {},
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+    )
+
+
+def test_a_pre_condition_looks_the_id_up_and_the_call_then_passes(
+    failed_trace: Any, product: Product
+) -> None:
+    facts = _sku_not_found(failed_trace, product.name)
+
+    passed, detail = _replay("pre_condition", _lookup(), facts)
+
+    assert passed, detail
+    # the call went out with the looked-up SKU in place of the name
+    assert detail.startswith('check_inventory {"sku": "') and detail.endswith("-> 200")
+    assert product.name not in detail
+
+
+@pytest.mark.parametrize("value", ["AWH-2041-BLK", None], ids=["already-an-id", "no-argument"])
+def test_a_pre_condition_that_would_not_fire_fails(
+    failed_trace: Any, product: Product, value: str | None
+) -> None:
+    facts = _sku_not_found(failed_trace, value)
+
+    passed, detail = _replay("pre_condition", _lookup(), facts)
+
+    assert (passed, detail) == (False, "the pre-condition would not fire on the recorded input")
+
+
+def test_a_pre_condition_whose_lookup_input_is_invalid_fails(
+    failed_trace: Any, product: Product
+) -> None:
+    # search_products wants at least two characters
+    facts = _sku_not_found(failed_trace, "x")
+
+    passed, detail = _replay("pre_condition", _lookup(), facts)
+
+    assert not passed
+    assert detail.startswith("lookup invalid: validator=minLength")
+
+
+def test_a_pre_condition_whose_lookup_finds_nothing_fails(
+    failed_trace: Any, product: Product
+) -> None:
+    facts = _sku_not_found(failed_trace, "Quantum Teapot Deluxe")
+
+    passed, detail = _replay("pre_condition", _lookup(), facts)
+
+    assert (passed, detail) == (
+        False,
+        "lookup search_products found nothing for 'Quantum Teapot Deluxe'",
+    )
+
+
+def test_a_pre_condition_whose_lookup_answers_no_json_fails(
+    failed_trace: Any, product: Product, support_agent: Any, shop: str
+) -> None:
+    # a lookup endpoint answering an HTML page instead of JSON
+    page = Tool.objects.create(
+        name="lookup_page",
+        description="Looks a sku up on a page.",
+        params_schema={"type": "object", "properties": {"query": {"type": "string"}}},
+        endpoint_template=shop.removesuffix("/sandbox/api") + "/accounts/login/",
+    )
+    page.allowed_agents.add(support_agent)
+    facts = _sku_not_found(failed_trace, product.name)
+
+    passed, detail = _replay("pre_condition", _lookup(call="lookup_page"), facts)
+
+    assert (passed, detail) == (False, f"lookup lookup_page found nothing for {product.name!r}")
+
+
+# --- validation rules ----------------------------------------------------------------
+def test_a_validation_rule_passes_when_it_rejects_the_recorded_input(
+    failed_trace: Any, support_agent: Any
+) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"limit": 3},
+        error_type="MISSING_REQUIRED_FIELD",
+    )
+
+    passed, detail = _replay(
+        "validation_rule", {"tool": "search_products", "schema": {"required": ["query"]}}, facts
+    )
+
+    assert passed
+    assert detail == (
+        "the rule rejects the recorded input before the API call: 'query' is a required property"
+    )
+
+
+def test_a_validation_rule_the_recorded_input_satisfies_fails(
+    failed_trace: Any, support_agent: Any
+) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"query": "jacket"},
+        error_type="MISSING_REQUIRED_FIELD",
+    )
+
+    passed, detail = _replay(
+        "validation_rule", {"tool": "search_products", "schema": {"required": ["query"]}}, facts
+    )
+
+    assert (passed, detail) == (
+        False,
+        "the rule accepts the recorded input, so it would not have helped",
+    )
+
+
+# --- prompt hints: the whole request again --------------------------------------------
+@pytest.mark.parametrize("orders_down", [False, True], ids=["upstream-up", "upstream-down"])
+def test_a_prompt_hint_replays_the_whole_request_with_the_hint_applied(
+    failed_trace: Any, order: Order, settings: Any, orders_down: bool
+) -> None:
+    settings.LLM_SIM_ERROR_RATES = {}
+    if orders_down:
+        faultrule_set(endpoint="orders", rate_500=1.0)
+    facts = _facts(
+        failed_trace,
+        action_input={"order_id": order.order_id},
+        status_code=500,
+        error_type="INTERNAL_SERVER_ERROR",
+        query=f"Where is my order {order.order_id}?",
+    )
+    hint = {"text": "Quote the order id exactly as the customer gave it.", "error_type": "X"}
+
+    passed, detail = _replay("prompt_hint", hint, facts)
+
+    replay = Trace.objects.get(origin=Trace.Origin.REPLAY)
+    original = Trace.objects.get(pk=facts.trace_id)
+    assert replay.source == "replay" and replay.query == facts.query
+    assert (replay.agent_id, replay.llm_backend, replay.llm_model, replay.customer_id) == (
+        original.agent_id,
+        original.llm_backend,
+        original.llm_model,
+        original.customer_id,
+    )
+    assert replay.policy_version.endswith("+replay")
+    # the hint reached the model's prompt: the reasoning steps list it as applied
+    applied = [a for step in replay.steps.all() for a in step.strategies_applied]
+    assert {"id": 0, "kind": "prompt_hint", "error_type": "X"} in applied
+    # the replay is not itself learned from
+    assert not replay.proposals.exists()
+    job = Job.objects.get(kind=Job.Kind.REPLAY)
+    assert job.result_url == f"/traces/{replay.pk}/"
+    if orders_down:
+        assert not passed
+        assert detail == f"replay run {replay.pk}: {replay.status}, INTERNAL_SERVER_ERROR again"
+    else:
+        assert passed, detail
+        assert replay.status == "finished"
+        assert detail == f"replay run {replay.pk}: finished"

@@ -1,0 +1,45 @@
+"""The classifier's rule table: status ranges need a status, and the defaults seed once."""
+
+from __future__ import annotations
+
+import pytest
+
+from traces.classifier import (
+    DEFAULT_ERROR_RULES,
+    ErrorEvent,
+    classify_error,
+    compile_rules,
+    error_rules_load,
+    errorrules_seed_defaults,
+)
+from traces.models import ErrorRule
+
+
+def test_a_status_range_rule_never_matches_an_event_without_a_status() -> None:
+    rules = compile_rules(
+        [
+            {
+                "position": 1,
+                "name": "5xx",
+                "source": "http",
+                "status_min": 500,
+                "error_type": "INTERNAL_SERVER_ERROR",
+            },
+            {"position": 2, "name": "any http", "source": "http", "error_type": "HTTP_OTHER"},
+        ]
+    )
+    assert classify_error(ErrorEvent(source="http", status_code=None), rules) == "HTTP_OTHER"
+    assert classify_error(ErrorEvent(source="http", status_code=503), rules) == (
+        "INTERNAL_SERVER_ERROR"
+    )
+    assert classify_error(ErrorEvent(source="executor"), rules) == "UNKNOWN"
+
+
+@pytest.mark.django_db
+def test_the_default_rules_are_seeded_into_an_empty_table_once() -> None:
+    ErrorRule.objects.all().delete()
+    assert errorrules_seed_defaults() == len(DEFAULT_ERROR_RULES)
+    assert errorrules_seed_defaults() == 0
+    assert ErrorRule.objects.count() == len(DEFAULT_ERROR_RULES)
+    rules = error_rules_load()
+    assert [r.position for r in rules] == sorted(r["position"] for r in DEFAULT_ERROR_RULES)
