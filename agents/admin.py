@@ -3,7 +3,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agents.credentials import ToolAuthInvalid, tool_auth_parse
-from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
+from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 from agents.services import tool_unsuspend
 
 
@@ -71,3 +71,21 @@ class ToolResultCacheAdmin(admin.ModelAdmin):
     list_display = ["tool_name", "arguments", "status_code", "updated_at"]
     list_filter = ["tool_name"]
     readonly_fields = ["signature", "tool_name", "arguments", "body", "status_code", "updated_at"]
+
+
+@admin.register(CustomerFact)
+class CustomerFactAdmin(admin.ModelAdmin):
+    """Read-only: facts are learned by runs and deleted (audited) on the customer page."""
+
+    list_display = ["customer_id", "fact", "source_trace", "updated_at"]
+    search_fields = ["customer_id"]
+    readonly_fields = ["customer_id", "key", "fact", "source_trace", "created_at", "updated_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

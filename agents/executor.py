@@ -74,6 +74,7 @@ class ToolSnapshot:
     timeout_seconds: float
     key_fields: tuple[str, ...] = ()
     query_map: dict[str, str] = field(default_factory=dict)
+    param_locations: dict[str, str] = field(default_factory=dict)
     adapters: tuple[str, ...] = ()
     suspended: bool = False
     auth: ToolAuth | None = None
@@ -258,20 +259,30 @@ class ToolExecutor:
         request_kwargs: dict[str, Any] = {"timeout": tool.timeout_seconds}
         if headers:
             request_kwargs["headers"] = headers
-        renamed = {tool.query_map.get(key, key): value for key, value in rest.items()}
-        if tool.method == "GET":
-            request_kwargs["params"] = {
-                **{
-                    key: json.dumps(value) if isinstance(value, bool) else value
-                    for key, value in renamed.items()
-                },
-                # After the model's arguments: an argument can never replace the credential.
-                **credential_params,
-            }
+        if tool.param_locations:
+            # Imported tools record where each argument goes; an unlisted one goes nowhere.
+            query_args = {k: v for k, v in rest.items() if tool.param_locations.get(k) == "query"}
+            body_args = {k: v for k, v in rest.items() if tool.param_locations.get(k) == "body"}
+        elif tool.method == "GET":
+            query_args, body_args = rest, {}
         else:
-            request_kwargs["json"] = renamed
-            if credential_params:
-                request_kwargs["params"] = credential_params
+            query_args, body_args = {}, rest
+        params = {
+            **{
+                tool.query_map.get(key, key): json.dumps(value)
+                if isinstance(value, bool)
+                else value
+                for key, value in query_args.items()
+            },
+            # After the model's arguments: an argument can never replace the credential.
+            **credential_params,
+        }
+        if params:
+            request_kwargs["params"] = params
+        if body_args or (tool.method in {"POST", "PUT", "PATCH"} and not tool.param_locations):
+            request_kwargs["json"] = {
+                tool.query_map.get(key, key): value for key, value in body_args.items()
+            }
         try:
             response = await asyncio.wait_for(
                 ssrf_safe_request(

@@ -106,3 +106,34 @@ class ToolEditForm(forms.Form):
         if schema.get("type") != "object":
             raise forms.ValidationError('The arguments schema must have "type": "object".')
         return schema
+
+
+class ToolImportForm(forms.Form):
+    """Upload a tool document (preview), then confirm: the confirm step posts the same
+    document back as text, and it is parsed and checked again before anything is saved."""
+
+    file = forms.FileField(required=False, help_text="OpenAPI 3 (JSON or YAML) or a function list.")
+    document = forms.CharField(required=False, widget=forms.HiddenInput)
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="Server URL; overrides the document's servers. Must be on the allow-list.",
+    )
+    origin = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
+
+    def clean(self) -> dict[str, Any]:
+        from agents.tool_import import MAX_DOCUMENT_BYTES
+
+        cleaned = super().clean() or {}
+        upload = cleaned.get("file")
+        if upload is not None:
+            if upload.size > MAX_DOCUMENT_BYTES:
+                raise forms.ValidationError(f"The file is larger than {MAX_DOCUMENT_BYTES} bytes.")
+            try:
+                cleaned["document"] = upload.read().decode()
+            except UnicodeDecodeError as exc:
+                raise forms.ValidationError("The file is not UTF-8 text.") from exc
+            cleaned["origin"] = upload.name[:200]
+        if not cleaned.get("document"):
+            raise forms.ValidationError("Choose a file to import.")
+        return cleaned

@@ -42,6 +42,18 @@ class Tool(models.Model):
     class Method(models.TextChoices):
         GET = "GET"
         POST = "POST"
+        PUT = "PUT"
+        PATCH = "PATCH"
+        DELETE = "DELETE"
+
+    class Source(models.TextChoices):
+        CODE = "code", "Declared in code (tools_sync)"
+        IMPORT = "import", "Imported from an OpenAPI or function-calling document"
+
+    class Location(models.TextChoices):
+        PATH = "path"
+        QUERY = "query"
+        BODY = "body"
 
     name = models.CharField(
         max_length=64, unique=True, help_text="Identifier the model uses, e.g. get_order."
@@ -80,6 +92,18 @@ class Tool(models.Model):
             "itself stays in the worker's environment."
         ),
     )
+    param_locations = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            'Argument name -> "path", "query" or "body" (set by tools import). Empty: GET '
+            "sends the non-path arguments as the query string, other methods as a JSON body."
+        ),
+    )
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.CODE)
+    import_origin = models.CharField(
+        max_length=200, blank=True, help_text="The document an imported tool came from."
+    )
     enabled = models.BooleanField(default=True)
     allowed_agents = models.ManyToManyField(Agent, related_name="tools", blank=True)
     suspended_until = models.DateTimeField(null=True, blank=True)
@@ -114,6 +138,13 @@ class Tool(models.Model):
         if unknown:
             raise ValidationError(
                 {"adapters": f"Unknown adapters {unknown}; known: {sorted(ADAPTERS)}."}
+            )
+        locations = self.param_locations or {}
+        if not isinstance(locations, dict) or any(
+            value not in self.Location.values for value in locations.values()
+        ):
+            raise ValidationError(
+                {"param_locations": 'Each argument goes to "path", "query" or "body".'}
             )
         if self.timeout_seconds <= 0 or self.timeout_seconds > 60:
             raise ValidationError({"timeout_seconds": "Between 0 and 60 seconds."})
@@ -194,3 +225,27 @@ class KnowledgeArticle(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("admin:agents_knowledgearticle_change", args=[self.pk])
+
+
+class CustomerFact(models.Model):
+    """Something learned about a customer in a conversation, e.g. "Prefers contact by
+    email.", kept for their later runs. ``fact`` is one of ``agents.memory``'s fixed
+    sentences, never the customer's own words; ``key`` makes it unique per customer."""
+
+    customer_id = models.CharField(max_length=64, db_index=True)
+    key = models.CharField(max_length=64)
+    fact = models.CharField(max_length=200)
+    source_trace = models.ForeignKey(
+        "traces.Trace", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["customer_id", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["customer_id", "key"], name="customerfact_unique_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.customer_id}: {self.fact}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agents.llm.base import ChatMessage
+from agents.memory import facts_prompt_lines
 
 REASONING_HEADING = "# ReAct reasoning step"
 REFLECTION_HEADING = "# ReAct reflection"
@@ -160,6 +161,7 @@ def reasoning_messages(
     warnings: list[str],
     locale: str = "",
     time_zone: str = "",
+    customer_facts: list[str] | None = None,
 ) -> list[ChatMessage]:
     """Build the reasoning prompt: last rounds verbatim, older ones as one line each.
 
@@ -178,7 +180,12 @@ def reasoning_messages(
     parts = [
         REASONING_HEADING,
         _section("User request", [query.strip()]),
-        _section("Customer", [f"customer_id: {customer_id}"] if customer_id else []),
+        _section(
+            "Customer",
+            [f"customer_id: {customer_id}", *facts_prompt_lines(customer_facts or [])]
+            if customer_id
+            else [],
+        ),
         _section(
             "Answer style",
             [

@@ -351,10 +351,13 @@ class AgentRun:
         policy: RuntimePolicy = EMPTY_POLICY,
         recorded_steps: list[StepRecord] | None = None,
         style: AnswerStyle | None = None,
+        customer_facts: list[str] | None = None,
     ) -> None:
         self.trace_id = trace_id
         self.query = query
         self.customer_id = customer_id
+        # Cross-session memory (agents.memory): fixed sentences, rendered as data.
+        self.customer_facts = list(customer_facts or [])
         self.llm = llm
         self.executor = executor
         self.sink = sink
@@ -468,6 +471,7 @@ class AgentRun:
             warnings=memory.warnings(self.config.repeat_stop_at),
             locale=self.style.locale.replace("_", "-"),
             time_zone=self.style.time_zone,
+            customer_facts=self.customer_facts,
         )
         response = await self._complete(
             messages,

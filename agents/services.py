@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -17,19 +18,21 @@ from django.utils import timezone
 from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
 from agents.answer_format import answer_style
 from agents.credentials import ToolAuthInvalid, tool_auth_parse
-from agents.endpoints import endpoint_template_problem
+from agents.endpoints import endpoint_template_problem, sandbox_base_url
 from agents.executor import ToolExecutor, ToolSnapshot
 from agents.intents import Intent, intent_detect
 from agents.knowledge import kb_asearch
 from agents.llm.factory import llm_client_build
-from agents.models import Agent, KnowledgeArticle, Tool, ToolAlert
+from agents.memory import MAX_FACTS_PER_CUSTOMER, facts_extract
+from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool, ToolAlert
 from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
-from agents.signals import tool_admin_changed
+from agents.signals import customer_memory_changed, tool_admin_changed
 from agents.telemetry import run_telemetry_start
 from agents.tool_catalog import SANDBOX_TOOLS
+from agents.tool_import import ToolImportError, ToolSpec, tools_import_parse
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
 from traces.models import Step, Trace
@@ -189,6 +192,182 @@ def tool_update(
     return tool
 
 
+def customer_facts_for(*, customer_id: str) -> list[str]:
+    """The remembered facts of one customer, oldest first (what a run's prompt carries)."""
+    return list(
+        CustomerFact.objects.filter(customer_id=customer_id)
+        .order_by("created_at", "pk")
+        .values_list("fact", flat=True)[:MAX_FACTS_PER_CUSTOMER]
+    )
+
+
+@transaction.atomic
+def customer_facts_learn(
+    *, customer_id: str, text: str, trace_id: str | None
+) -> list[CustomerFact]:
+    """Store the facts ``text`` states (``agents.memory.facts_extract``) for ``customer_id``,
+    with the trace they came from. One row per (customer, key): a repeated fact updates its
+    source, a changed preference replaces the old one; past the cap nothing new is added."""
+    if not customer_id:
+        return []
+    learned = facts_extract(text)
+    if not learned:
+        return []
+    existing = {
+        fact.key: fact
+        for fact in CustomerFact.objects.select_for_update().filter(customer_id=customer_id)
+    }
+    rows = []
+    for item in learned:
+        row = existing.get(item.key)
+        if row is None:
+            if len(existing) >= MAX_FACTS_PER_CUSTOMER:
+                continue
+            row = CustomerFact(customer_id=customer_id, key=item.key)
+            existing[item.key] = row
+        row.fact = item.fact
+        row.source_trace_id = trace_id
+        row.save()
+        rows.append(row)
+    # Preferring a channel and refusing it cannot both stand: the newer statement wins.
+    preferred = existing.get("contact.preferred")
+    if preferred is not None and any(r.key == "contact.preferred" for r in rows):
+        channel = preferred.fact.rsplit(" ", 1)[-1].rstrip(".").lower()
+        CustomerFact.objects.filter(
+            customer_id=customer_id, key=f"contact.refused.{channel}"
+        ).delete()
+    for row in rows:
+        if row.key.startswith("contact.refused."):
+            refused = row.key.rsplit(".", 1)[-1]
+            if preferred is not None and preferred.fact.lower().endswith(f" {refused}."):
+                CustomerFact.objects.filter(pk=preferred.pk).delete()
+    logger.info("memory.learned", extra={"trace_id": trace_id, "facts": len(rows)})
+    return rows
+
+
+@transaction.atomic
+def customer_fact_delete(*, fact_id: int, actor: Any) -> CustomerFact:
+    """Forget one fact; the deletion is audited (who, which customer, which fact)."""
+    fact = CustomerFact.objects.select_for_update().get(pk=fact_id)
+    fact_pk = fact.pk
+    fact.delete()
+    fact.pk = fact_pk
+    customer_memory_changed.send(
+        sender=CustomerFact,
+        actor=actor,
+        action="memory.delete",
+        target=fact.customer_id,
+        details={"key": fact.key, "fact": fact.fact, "source_trace": str(fact.source_trace_id)},
+    )
+    return fact
+
+
+@dataclass(frozen=True)
+class ToolImportResult:
+    """What an import did (or, for a dry run, would do), by tool name."""
+
+    specs: list[ToolSpec]
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+# The fields an import writes; ``enabled`` and ``allowed_agents`` are never among them.
+TOOL_IMPORT_FIELDS = (
+    "description",
+    "method",
+    "endpoint_template",
+    "params_schema",
+    "param_locations",
+    "query_map",
+)
+
+
+def _import_template(template: str) -> str:
+    # Tools on the sandbox keep following SANDBOX_BASE_URL, as the code-declared ones do.
+    base = sandbox_base_url()
+    if base and (template == base or template.startswith(base + "/")):
+        return "{sandbox}" + template[len(base) :]
+    return template
+
+
+def tools_import(
+    *,
+    raw: bytes | str,
+    base_url: str = "",
+    origin: str = "",
+    actor: Any = None,
+    dry_run: bool = False,
+) -> ToolImportResult:
+    """Create or update one Tool row per operation of an OpenAPI 3 document or function list.
+
+    New rows are disabled and allowed for no agent: an admin enables them. A re-import
+    updates the rows it made before (matched by name) and never changes ``enabled``. A
+    name already used by a code-declared tool, an endpoint off the allow-list or any other
+    problem raises ``ToolImportError`` listing them all, and nothing is written.
+    """
+    specs = tools_import_parse(raw, base_url=base_url)
+    result = ToolImportResult(specs=specs)
+    with transaction.atomic():
+        existing = {
+            tool.name: tool
+            for tool in Tool.objects.select_for_update().filter(name__in=[s.name for s in specs])
+        }
+        problems: list[str] = []
+        pending: list[tuple[Tool, list[str]]] = []
+        for spec in specs:
+            tool = existing.get(spec.name)
+            if tool is not None and tool.source != Tool.Source.IMPORT:
+                problems.append(f"{spec.name}: a code-declared tool already has this name")
+                continue
+            if tool is None:
+                tool = Tool(name=spec.name, kind=Tool.Kind.HTTP, enabled=False)
+                tool.source = Tool.Source.IMPORT
+                tool.timeout_seconds = settings.TOOL_DEFAULT_TIMEOUT_SECONDS
+                tool.adapters = ["trim_whitespace", "enum_normalise"]
+            values = {
+                "description": spec.description,
+                "method": spec.method,
+                "endpoint_template": _import_template(spec.endpoint_template),
+                "params_schema": spec.params_schema,
+                "param_locations": spec.param_locations,
+                "query_map": spec.query_map,
+            }
+            changed = [name for name in TOOL_IMPORT_FIELDS if getattr(tool, name) != values[name]]
+            for name, value in values.items():
+                setattr(tool, name, value)
+            tool.import_origin = origin[:200]
+            try:
+                tool.full_clean(validate_unique=False)
+            except ValidationError as exc:
+                for name, messages in exc.message_dict.items():
+                    problems.extend(f"{spec.name}: {name}: {message}" for message in messages)
+                continue
+            pending.append((tool, changed))
+        if problems:
+            raise ToolImportError(problems)
+        for tool, changed in pending:
+            bucket = (
+                result.created
+                if tool.pk is None
+                else result.updated
+                if changed
+                else result.unchanged
+            )
+            bucket.append(tool.name)
+            if dry_run or (tool.pk is not None and not changed):
+                continue
+            action = "tool.import.create" if tool.pk is None else "tool.import.update"
+            tool.save()
+            _tool_audit(
+                tool=tool,
+                actor=actor,
+                action=action,
+                details={"fields": changed, "origin": tool.import_origin, "enabled": tool.enabled},
+            )
+    return result
+
+
 @transaction.atomic
 def tool_unsuspend(*, tool_id: int, actor: Any) -> Tool:
     """Lift a timeout suspension by hand: clear ``suspended_until``, acknowledge the open
@@ -306,6 +485,7 @@ def tool_snapshots(*, agent_id: int) -> dict[str, ToolSnapshot]:
             timeout_seconds=tool.timeout_seconds,
             key_fields=tuple(tool.key_fields or ()),
             query_map=dict(tool.query_map or {}),
+            param_locations=dict(tool.param_locations or {}),
             adapters=tuple(tool.adapters or ()),
             suspended=tool.is_suspended(now),
             **_snapshot_auth(tool),
@@ -450,11 +630,19 @@ async def _react(
     config: RuntimeConfig,
     policy: RuntimePolicy,
 ) -> RunOutcome:
+    customer_facts: list[str] = []
+    if trace.customer_id:
+        # What earlier runs learned, then what this question says (for the runs after it).
+        customer_facts = await sync_to_async(customer_facts_for)(customer_id=trace.customer_id)
+        await sync_to_async(customer_facts_learn)(
+            customer_id=trace.customer_id, text=trace.query, trace_id=str(trace.pk)
+        )
     async with httpx.AsyncClient(trust_env=False) as http_client:
         run = AgentRun(
             trace_id=str(trace.pk),
             query=trace.query,
             customer_id=trace.customer_id,
+            customer_facts=customer_facts,
             llm=llm,
             executor=ToolExecutor(
                 tools=tools,

@@ -14,3 +14,6 @@ from django.dispatch import Signal
 # Sent with keyword arguments: actor (a user), action (e.g. "tool.disable"), target (the
 # tool's name) and details (a JSON-serialisable dict).
 tool_admin_changed = Signal()
+
+# Same keyword arguments, for customer memory: action "memory.delete", target the customer id.
+customer_memory_changed = Signal()

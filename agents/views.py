@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from agents.forms import ChatForm, ToolEditForm
-from agents.models import Tool
+from agents.forms import ChatForm, ToolEditForm, ToolImportForm
+from agents.models import CustomerFact, Tool
 from agents.selectors import (
     ERROR_WINDOWS,
     MANAGE_TOOLS,
@@ -29,11 +29,14 @@ from agents.selectors import (
 from agents.services import (
     START_RUN,
     agent_ensure_default,
+    customer_fact_delete,
     run_start,
     tool_set_enabled,
     tool_unsuspend,
     tool_update,
+    tools_import,
 )
+from agents.tool_import import ToolImportError
 from traces.selectors import conversation_exists, conversations_of, runs_for_chat
 from traces.services import trace_handover
 from traces.views import run_answer_response
@@ -253,3 +256,78 @@ def tool_action(request: HttpRequest, tool_id: int, action: str) -> HttpResponse
     if request.POST.get("next") == "edit":
         return redirect(tool.get_absolute_url())
     return redirect("agents:tools")
+
+
+@login_required
+@permission_required(MANAGE_TOOLS, raise_exception=True)
+@require_http_methods(["GET", "POST"])
+def tool_import(request: HttpRequest) -> HttpResponse:
+    """Upload an OpenAPI document or function list, preview the tools, then confirm.
+
+    The preview is a dry run; the confirm posts the document back and it is checked again.
+    Imported tools are disabled until enabled on the tools page; each row written is
+    audited."""
+    bound = request.method == "POST"
+    form = ToolImportForm(request.POST if bound else None, request.FILES if bound else None)
+    context: dict[str, object] = {"form": form}
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        confirm = request.POST.get("confirm") == "1" and not data.get("file")
+        try:
+            result = tools_import(
+                raw=data["document"],
+                base_url=data["base_url"] or "",
+                origin=data["origin"] or "upload",
+                actor=request.user,
+                dry_run=not confirm,
+            )
+        except ToolImportError as exc:
+            context["problems"] = exc.problems
+        else:
+            if confirm:
+                messages.success(
+                    request,
+                    f"Imported {len(result.specs)} tools ({len(result.created)} new, "
+                    f"{len(result.updated)} updated). New tools stay disabled until you enable "
+                    "them and choose their agents.",
+                )
+                return redirect("agents:tools")
+            state = {name: "new" for name in result.created}
+            state.update({name: "updated" for name in result.updated})
+            state.update({name: "unchanged" for name in result.unchanged})
+            context["preview"] = [
+                {"spec": spec, "state": state[spec.name]} for spec in result.specs
+            ]
+            context["document"] = data["document"]
+            context["origin"] = data["origin"] or "upload"
+            context["base_url"] = data["base_url"] or ""
+    status = 400 if form.errors or context.get("problems") else 200
+    return render(request, "agents/tools_import.html", context, status=status)
+
+
+@login_required
+@permission_required("agents.view_customerfact", raise_exception=True)
+@require_http_methods(["GET"])
+def customer_memory(request: HttpRequest, customer_id: str) -> HttpResponse:
+    """What the assistant remembers about one customer, each fact with its source run."""
+    facts = CustomerFact.objects.filter(customer_id=customer_id).order_by("created_at", "pk")
+    return render(
+        request,
+        "agents/customer_memory.html",
+        {
+            "customer_id": customer_id,
+            "facts": facts,
+            "can_delete": request.user.has_perm("agents.delete_customerfact"),
+        },
+    )
+
+
+@login_required
+@permission_required("agents.delete_customerfact", raise_exception=True)
+@require_POST
+def customer_memory_delete(request: HttpRequest, customer_id: str, fact_id: int) -> HttpResponse:
+    """Forget one fact (audited); later runs for the customer no longer see it."""
+    fact = get_object_or_404(CustomerFact, pk=fact_id, customer_id=customer_id)
+    customer_fact_delete(fact_id=fact.pk, actor=request.user)
+    messages.success(request, f"Forgot: {fact.fact}")
+    return redirect("agents:customer_memory", customer_id=customer_id)

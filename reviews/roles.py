@@ -25,10 +25,14 @@ INJECT_FAULTS = "sandbox.inject_faults"
 
 # Least privilege: support chats and sees its own runs; ops add the fleet-wide tools.
 # Admins hold every permission (see roles_sync) and are made staff and superuser per user.
+# Customer memory: support agents and ops see a customer's remembered facts and delete them.
+CUSTOMER_MEMORY = ("agents.view_customerfact", "agents.delete_customerfact")
+
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
-    ROLE_SUPPORT: (START_RUN,),
+    ROLE_SUPPORT: (START_RUN, *CUSTOMER_MEMORY),
     ROLE_OPS: (
         START_RUN,
+        *CUSTOMER_MEMORY,
         VIEW_ALL_TRACES,
         REVIEW_STRATEGIES,
         INJECT_FAULTS,

@@ -7,6 +7,7 @@ from sandbox import views
 app_name = "sandbox"
 
 urlpatterns = [
+    path("openapi.json", views.openapi_document, name="openapi"),
     path("users/<str:user_id>", views.user_detail, name="users"),
     path("users/<str:user_id>/orders", views.user_orders, name="user_orders"),
     # <str:> matches the decoded segment, so "%23W1234567" arrives as "#W1234567".

@@ -88,6 +88,8 @@ def allow_methods(*methods: str) -> Callable[[View], View]:
                 return _error(400, "invalid_parameter", "NUL characters are not allowed")
             return view(request, *args, **kwargs)
 
+        # Read by sandbox/openapi.py to list each route's methods.
+        wrapped.allowed_methods = methods  # type: ignore[attr-defined]
         return wrapped
 
     return decorator
@@ -694,3 +696,11 @@ def faultrule_detail(request: HttpRequest, endpoint: str) -> HttpResponse:
     except ValidationError as error:
         return _validation_error(error)
     return JsonResponse(_faultrule_payload(rule))
+
+
+@allow_methods("GET")
+def openapi_document(request: HttpRequest) -> HttpResponse:
+    """The API's OpenAPI 3.1 document, with this server as its base URL."""
+    from sandbox.openapi import sandbox_openapi
+
+    return JsonResponse(sandbox_openapi(server_url=request.build_absolute_uri("./")))

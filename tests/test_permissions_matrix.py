@@ -24,7 +24,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from agents.models import KnowledgeArticle, Tool, ToolAlert, ToolResultCache
+from agents.models import CustomerFact, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 from policies.experiments import experiment_create
 from policies.models import PolicyVersion, ReflexionProposal, Rollout, Strategy
 from policies.services import strategy_outcome_record
@@ -170,6 +170,23 @@ ROUTES: dict[str, Route] = {
     # The tools page: an empty edit is refused with inline errors (400); a confirmed
     # action redirects back to the list.
     "tools/": Route("/tools/", {"GET": ADMIN_PAGE}),
+    # Customer memory: support agents and ops (and admins) see and delete facts.
+    "customers/<str:customer_id>/memory/": Route(
+        "/customers/{customer}/memory/", {"GET": (302, 200, 200, 200, 200)}
+    ),
+    "customers/<str:customer_id>/memory/<int:fact_id>/delete/": Route(
+        "/customers/{customer}/memory/{fact}/delete/",
+        # The first support user's POST deletes the fact, so the later roles find none (404);
+        # tests/agents/test_customer_memory.py checks each role deleting a fact of its own.
+        {"GET": (302, 405, 405, 405, 405), "POST": (302, 302, 404, 404, 404)},
+        form=True,
+    ),
+    # POST without a document re-renders the form with an error (400) for the admin role.
+    "tools/import/": Route(
+        "/tools/import/",
+        {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 400)},
+        form=True,
+    ),
     "tools/<int:tool_id>/": Route(
         "/tools/{agents_tool}/",
         {"GET": ADMIN_PAGE, "POST": (302, 403, 403, 403, 400)},
@@ -267,6 +284,7 @@ ROUTES: dict[str, Route] = {
     "sandbox/api/orders/<str:order_id>": Route(
         "/sandbox/api/orders/{order}", {"GET": PUBLIC, "DELETE": NO_GET}
     ),
+    "sandbox/api/openapi.json": Route("/sandbox/api/openapi.json", {"GET": PUBLIC}),
     "sandbox/api/products": Route("/sandbox/api/products?q=a", {"GET": PUBLIC}),
     "sandbox/api/products/<str:product_id>": Route(
         "/sandbox/api/products/{product}", {"GET": PUBLIC}
@@ -322,6 +340,9 @@ ADMIN_REFUSED = {
     ("policies.rollout", "add"),
     ("policies.rolloutdecision", "add"),
     ("traces.job", "add"),
+    # Customer facts are learned by runs and deleted (audited) on the customer memory page.
+    ("agents.customerfact", "add"),
+    ("agents.customerfact", "delete"),
     *(
         (f"traces.{name}", "add")
         for name in ("steprolluphourly", "steprollupdaily", "runrolluphourly", "runrollupdaily")
@@ -431,6 +452,9 @@ def world(
         payload={},
         outcome=ReflexionProposal.Outcome.values[0],
     )
+    fact = CustomerFact.objects.create(
+        customer_id="U00000001", key="language", fact="Wants answers in German.", source_trace=trace
+    )
     experiment = experiment_create(name="learned strategies vs none", actor=ops_user)
     # A rule that injects nothing: the shop routes above must answer normally.
     faultrule_set(endpoint="returns", enabled=False)
@@ -440,6 +464,8 @@ def world(
     ids: dict[str, Any] = {
         "trace": trace.pk,
         "step": step.pk,
+        "customer": fact.customer_id,
+        "fact": fact.pk,
         "conversation": "s-world",
         "item": open_item.pk,
         # the approval above started a canary: its version exists, inactive
