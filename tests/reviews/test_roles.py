@@ -15,8 +15,11 @@ from reviews.roles import roles_sync
 
 pytestmark = pytest.mark.django_db
 
+MEMORY = {"agents.view_customerfact", "agents.delete_customerfact"}
+SUPPORT = {"agents.start_run", *MEMORY}
 OPS = {
     "agents.start_run",
+    *MEMORY,
     "traces.view_all_traces",
     "reviews.review_strategies",
     "sandbox.inject_faults",
@@ -38,7 +41,7 @@ def _held(role: str) -> set[str]:
 
 
 def _assert_roles() -> None:
-    assert _held("support") == {"agents.start_run"}
+    assert _held("support") == SUPPORT
     assert _held("ops") == OPS
     assert _held("admin") == {
         f"{app_label}.{codename}"
@@ -64,13 +67,13 @@ def test_roles_sync_takes_back_a_permission_granted_by_hand() -> None:
 
     call_command("roles_sync", stdout=open("/dev/null", "w"))  # noqa: SIM115
 
-    assert _held("support") == {"agents.start_run"}
+    assert _held("support") == SUPPORT
 
 
 def test_the_data_migrations_create_the_same_groups() -> None:
     Group.objects.all().delete()
     state = MigrationLoader(connection).project_state(
-        [("reviews", "0009_ops_run_experiments"), ("traces", "0011_otel_ingest")]
+        [("reviews", "0010_customer_memory_roles"), ("traces", "0011_otel_ingest")]
     )
     roles = importlib.import_module("reviews.migrations.0003_roles")
     ops_views = importlib.import_module("reviews.migrations.0004_ops_view_policies_and_jobs")
@@ -83,6 +86,9 @@ def test_the_data_migrations_create_the_same_groups() -> None:
         state.apps, None
     )
     importlib.import_module("traces.migrations.0011_otel_ingest").grant_ops_ingest(state.apps, None)
+    importlib.import_module("reviews.migrations.0010_customer_memory_roles").grant_memory(
+        state.apps, None
+    )
 
     _assert_roles()
 
