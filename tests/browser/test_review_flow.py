@@ -134,7 +134,7 @@ def test_ops_approve_a_proposal_with_an_edit(page: Any, embedded_server: ServedA
     assert branch["schema"]["properties"]["query"]["minLength"] == 2
     rows = _audit(served, item, strategy)
     actions = [(action, actor) for action, actor, _ in rows]
-    assert ("strategy.edit", "ops") in actions and ("strategy.activate", "ops") in actions
+    assert ("strategy.edit", "ops") in actions and ("strategy.approve", "ops") in actions
     [approve] = [details for action, actor, details in rows if action == "review.approve"]
     assert approve["edited"] == ["branch", "strategy_update"]
     assert approve["note"] == "tightened the rule"
