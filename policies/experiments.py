@@ -405,46 +405,48 @@ def _comparisons(control: ArmReport, treatment: ArmReport) -> list[Comparison]:
         p_value=p,
         tested=tested,
     )
-    c_mean, t_mean = control.retries_mean or 0.0, treatment.retries_mean or 0.0
-    retry_args = (
-        c_mean, control.retries_variance, control.runs,
-        t_mean, treatment.retries_variance, treatment.runs,
-    )  # fmt: skip
-    t, df, p = welch_t_test(*retry_args)
-    retries = Comparison(
-        metric="Mean retries",
-        test="Welch t-test",
+    retries = _welch_comparison(
+        "Mean retries",
         higher_is_better=False,
-        control=control.retries_mean,
-        treatment=treatment.retries_mean,
+        control=(control.retries_mean, control.retries_variance, control.runs),
+        treatment=(treatment.retries_mean, treatment.retries_variance, treatment.runs),
+        tested=tested,
+    )
+    feedback = _welch_comparison(
+        "Feedback score",
+        higher_is_better=True,
+        control=(control.feedback_score, control.feedback_variance, control.ratings),
+        treatment=(treatment.feedback_score, treatment.feedback_variance, treatment.ratings),
+        tested=min(control.ratings, treatment.ratings) >= 2,
+    )
+    return [success, retries, feedback]
+
+
+def _welch_comparison(
+    metric: str,
+    *,
+    higher_is_better: bool,
+    control: tuple[float | None, float, int],
+    treatment: tuple[float | None, float, int],
+    tested: bool,
+) -> Comparison:
+    """Treatment against control on a mean (mean, sample variance, n per arm): Welch."""
+    c_mean, t_mean = control[0] or 0.0, treatment[0] or 0.0
+    args = (c_mean, control[1], control[2], t_mean, treatment[1], treatment[2])
+    t, df, p = welch_t_test(*args)
+    return Comparison(
+        metric=metric,
+        test="Welch t-test",
+        higher_is_better=higher_is_better,
+        control=control[0],
+        treatment=treatment[0],
         difference=t_mean - c_mean,
-        interval=mean_difference_interval(*retry_args) if tested else (0.0, 0.0),
+        interval=mean_difference_interval(*args) if tested else (0.0, 0.0),
         statistic=t,
         p_value=p,
         tested=tested,
         df=df,
     )
-    rated = min(control.ratings, treatment.ratings) >= 2
-    c_score, t_score = control.feedback_score or 0.0, treatment.feedback_score or 0.0
-    feedback_args = (
-        c_score, control.feedback_variance, control.ratings,
-        t_score, treatment.feedback_variance, treatment.ratings,
-    )  # fmt: skip
-    t, df, p = welch_t_test(*feedback_args)
-    feedback = Comparison(
-        metric="Feedback score",
-        test="Welch t-test",
-        higher_is_better=True,
-        control=control.feedback_score,
-        treatment=treatment.feedback_score,
-        difference=t_score - c_score,
-        interval=mean_difference_interval(*feedback_args) if rated else (0.0, 0.0),
-        statistic=t,
-        p_value=p,
-        tested=rated,
-        df=df,
-    )
-    return [success, retries, feedback]
 
 
 def _verdict(

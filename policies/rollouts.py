@@ -408,19 +408,34 @@ def rollout_set_percent(
     with transaction.atomic():
         rollout = _lock(rollout.pk)
         _require_open(rollout)
-        from_percent = rollout.percent
-        rollout.percent = percent
-        rollout.step_started_at = timezone.now()
-        rollout.save(update_fields=["percent", "step_started_at", "updated_at"])
-        _decide(
+        _move(
             rollout,
+            percent=percent,
             action=RolloutDecision.Action.SET_PERCENT,
             actor=actor,
-            from_percent=from_percent,
             reason=reason or f"set to {percent}%",
-            **numbers,
+            numbers=numbers,
         )
     return rollout
+
+
+def _move(
+    rollout: Rollout,
+    *,
+    percent: int,
+    action: str,
+    actor: Any,
+    reason: str,
+    numbers: dict[str, Any],
+) -> None:
+    """Serve the locked, open ``rollout`` to ``percent`` from now on: a fresh window."""
+    from_percent = rollout.percent
+    rollout.percent = percent
+    rollout.step_started_at = timezone.now()
+    rollout.save(update_fields=["percent", "step_started_at", "updated_at"])
+    _decide(
+        rollout, action=action, actor=actor, from_percent=from_percent, reason=reason, **numbers
+    )
 
 
 def rollout_promote(*, rollout: Rollout, actor: Any, reason: str = "", **numbers: Any) -> Rollout:
@@ -433,17 +448,13 @@ def rollout_promote(*, rollout: Rollout, actor: Any, reason: str = "", **numbers
             return rollout_complete(
                 rollout=rollout, actor=actor, reason=reason or "promoted to 100%", **numbers
             )
-        from_percent = rollout.percent
-        rollout.percent = target
-        rollout.step_started_at = timezone.now()
-        rollout.save(update_fields=["percent", "step_started_at", "updated_at"])
-        _decide(
+        _move(
             rollout,
+            percent=target,
             action=RolloutDecision.Action.PROMOTE,
             actor=actor,
-            from_percent=from_percent,
             reason=reason or f"promoted to {target}%",
-            **numbers,
+            numbers=numbers,
         )
     return rollout
 
