@@ -146,7 +146,8 @@ def test_a_run_and_a_reflexion_on_the_real_model(
     trace, outcome = run_query(support_agent, f"Where is my order {order.order_id}?", config=config)
 
     assert outcome is not None
-    assert trace.status in (Trace.Status.FINISHED, Trace.Status.FAILED)
+    # Any terminal status: a small model may use up its rounds (fallback); it must not hang.
+    assert trace.status in Trace.TERMINAL_STATUSES
     tools = set(support_agent.tools.values_list("name", flat=True))
     reasoning = list(trace.steps.filter(phase="reasoning").order_by("step_number"))
     assert reasoning, "the model was never asked"
