@@ -23,6 +23,7 @@ from django.utils import timezone
 from policies.models import PolicyVersion, Strategy
 from reviews import urls as review_urls
 from reviews.models import AuditLog, ReviewItem
+from reviews.views import ITEM_ACTIONS
 from traces.models import Trace
 from traces.services import trace_create
 
@@ -148,7 +149,14 @@ def test_ops_and_admins_decide_every_kind_of_item(
     assert item.decided_at is not None and timezone.now() - item.decided_at < timedelta(minutes=1)
     audit = AuditLog.objects.get(action=f"review.{fields['decision']}")
     assert (audit.actor, audit.actor_kind, audit.target) == (user, "user", f"review {item.pk}")
-    assert audit.details == {"reason": reason, "note": fields["note"]}
+    assert {k: audit.details.get(k) for k in ("reason", "note")} == {
+        "reason": reason,
+        "note": fields["note"],
+    }
+    if fields["decision"] == "approve":
+        # An approval also says what it published (for a proposal, a canary of the new
+        # version; other kinds publish nothing).
+        assert "published" in audit.details
     # The other items wait untouched.
     assert ReviewItem.objects.filter(status="open").count() == len(items) - 1
 
@@ -183,12 +191,17 @@ def test_every_review_route_refuses_support_agents(
         if pattern.name in SUPPORT_MAY_POST:
             continue
         converters = pattern.pattern.converters
-        assert set(converters) <= {"item_id"}, f"no id to fill for {pattern.name}"
-        kwargs = {"item_id": items["low_confidence"].pk} if converters else {}
-        url = reverse(f"reviews:{pattern.name}", kwargs=kwargs)
-        for method in (client.get, client.post):
-            status = method(url, {"decision": "approve", "note": "x"}).status_code
-            assert status in (403, 405), (pattern.name, method, status)
+        assert set(converters) <= {"item_id", "action"}, f"no id to fill for {pattern.name}"
+        kwargs: dict[str, Any] = {"item_id": items["low_confidence"].pk} if converters else {}
+        # The item page's actions share one route: every one of them is refused.
+        actions = list(ITEM_ACTIONS) if "action" in converters else [None]
+        for action in actions:
+            if action is not None:
+                kwargs["action"] = action
+            url = reverse(f"reviews:{pattern.name}", kwargs=kwargs)
+            for method in (client.get, client.post):
+                status = method(url, {"decision": "approve", "note": "x"}).status_code
+                assert status in (403, 405), (pattern.name, action, method, status)
         checked.append(pattern.name)
-    assert {"queue", "decide", "audit"} <= set(checked)
+    assert {"queue", "item", "decide", "act", "audit"} <= set(checked)
     assert _state() == before
