@@ -48,7 +48,7 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy agents traces policies reviews bench
 	mkdir -p var
-	$(VENV)/bin/pytest --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -p no:randomly --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
 	COVERAGE_FAIL_UNDER=$(COVERAGE_FAIL_UNDER) $(PY) bench/coverage_gate.py var/coverage.json
 
 lint: $(STAMP)

@@ -268,7 +268,7 @@ ROUTES: dict[str, Route] = {
     "api/": Route("/api/", {"GET": API}),
     # OTLP/HTTP ingest: ops and admins (traces.ingest_traces); an empty export is a 200.
     "otlp/v1/traces": Route(
-        "/otlp/v1/traces", {"GET": API_READ_ONLY, "POST": (A, 403, 403, 200, 200)}, {}
+        "/otlp/v1/traces", {"GET": (A, 403, 403, 405, 405), "POST": (A, 403, 403, 200, 200)}, {}
     ),
     "api/schema/": Route("/api/schema/", {"GET": PUBLIC}),
     # Unknown API paths are the API's JSON 404 for everyone, signed in or not.

@@ -31,6 +31,13 @@ from traces.services import trace_create
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def publish_at_once(settings: Any) -> None:
+    """Approvals here publish the active version at once; the canary path has its own
+    tests (tests/policies/test_rollouts.py)."""
+    settings.POLICY_PUBLISH = "at_once"
+
+
 @pytest.fixture
 def drifted_shop_with_learned_adapter(
     live_sandbox: str,

@@ -25,6 +25,14 @@ from traces.models import Job, Trace
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def publish_at_once(settings: Any) -> None:
+    """Approvals here publish the active version at once; the canary path has its own
+    tests (tests/policies/test_rollouts.py)."""
+    settings.POLICY_PUBLISH = "at_once"
+
+
 SIGNATURE = "UNAUTHORIZED|get_order"
 
 

@@ -215,6 +215,7 @@ def test_agreeing_failures_replayed_again_lift_a_proposal_to_auto_merge(
 ) -> None:
     settings.REVIEW_AUTO_MERGE = True
     settings.REVIEW_AUTO_MERGE_MIN_CONFIDENCE = 0.85
+    settings.POLICY_PUBLISH = "at_once"
     body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
     traces = [
         failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)

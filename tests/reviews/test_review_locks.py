@@ -21,6 +21,14 @@ from reviews.services import (
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def publish_at_once(settings: Any) -> None:
+    """Approvals here publish the active version at once; the canary path has its own
+    tests (tests/policies/test_rollouts.py)."""
+    settings.POLICY_PUBLISH = "at_once"
+
+
 # The lock's documented lifetime (reviews.services.review_item_lock): 15 minutes.
 LOCK = timedelta(minutes=15)
 
@@ -225,12 +233,12 @@ def test_approving_a_thumbs_down_item_closes_it_and_touches_no_strategy(
     assert not Strategy.objects.exists()
 
 
-def test_a_rejection_without_a_note_gives_the_items_reason_to_the_strategy(
+def test_a_rejection_needs_a_reason_and_changes_nothing_without_one(
     item: ReviewItem, ops_user: Any
 ) -> None:
-    review_item_reject(item_id=item.pk, user=ops_user)
+    with pytest.raises(ValueError, match="needs a reason"):
+        review_item_reject(item_id=item.pk, user=ops_user, note="  ")
 
-    audit = AuditLog.objects.get(action="strategy.reject")
-    assert audit.details == {"reason": "low_confidence"}
+    assert not AuditLog.objects.filter(action="strategy.reject").exists()
     item.refresh_from_db()
-    assert (item.status, item.decision_note) == ("rejected", "")
+    assert item.status == "open"
