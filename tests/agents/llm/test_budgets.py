@@ -81,6 +81,7 @@ def test_ask_names_the_refusal_and_does_not_wait_forever_for_reflexion(
     from policies import tasks
 
     settings.LLM_STRUCTURED_OUTPUT_CACHE = str(tmp_path / "probe.json")
+    structured._memory.clear()  # no dialect remembered from an earlier test's server
     settings.ASK_REFLEXION_WAIT_SECONDS = 0.2
     slow_reflexion: Future[None] = Future()
     tasks._pending.append(slow_reflexion)
