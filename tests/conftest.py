@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,30 @@ def redis_must_be_up() -> None:
         redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).ping()
     except redis.RedisError as exc:  # pragma: no cover - environment failure
         pytest.exit(f"Redis at {settings.REDIS_URL} is not reachable: {exc}", returncode=3)
+
+
+@pytest.fixture(autouse=True)
+def logging_state_restored() -> Iterator[None]:
+    """Put logging back as each test found it: the root's level and handlers, every named
+    logger's level, `disabled` and `propagate`, and `logging.disable`. A test that
+    reconfigures logging (`logging.basicConfig(force=True)`, a Celery `app.log.setup`, a
+    `dictConfig`) must not decide which records a later test's caplog receives."""
+    root = logging.getLogger()
+    manager = logging.root.manager
+    root_state = (root.level, list(root.handlers), manager.disable)
+    named = {
+        name: (lg.level, lg.disabled, lg.propagate)
+        for name, lg in list(manager.loggerDict.items())
+        if isinstance(lg, logging.Logger)
+    }
+    yield
+    root.setLevel(root_state[0])
+    root.handlers[:] = root_state[1]
+    logging.disable(root_state[2])
+    for name, (level, disabled, propagate) in named.items():
+        lg = logging.getLogger(name)
+        lg.setLevel(level)
+        lg.disabled, lg.propagate = disabled, propagate
 
 
 @pytest.fixture(autouse=True)

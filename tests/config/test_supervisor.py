@@ -119,6 +119,7 @@ def test_the_web_server_exiting_stops_the_installation(supervisors, caplog):
 
 
 def test_stop_kills_a_child_that_ignores_sigterm(supervisors, tmp_path: Path, caplog):
+    caplog.set_level(logging.WARNING, logger="serve")
     ready = tmp_path / "ready"
     stubborn = Child(
         name="stubborn",
