@@ -3,10 +3,10 @@ from typing import Any
 from django.apps import AppConfig
 
 
-def _external_run_ended(sender: Any, *, trace_id: str, **_: Any) -> None:
-    from policies.services import run_ended
+def _external_runs_ended(sender: Any, *, trace_ids: list[str], **_: Any) -> None:
+    from policies.tasks import external_runs_hand_off
 
-    run_ended(trace_id=trace_id)
+    external_runs_hand_off(trace_ids=trace_ids)
 
 
 class PoliciesConfig(AppConfig):
@@ -15,6 +15,6 @@ class PoliciesConfig(AppConfig):
 
     def ready(self) -> None:
         # Runs ingested over OTLP are learned from like native ones.
-        from traces.otlp import external_run_ended
+        from traces.otlp import external_runs_ended
 
-        external_run_ended.connect(_external_run_ended, dispatch_uid="policies.external_run")
+        external_runs_ended.connect(_external_runs_ended, dispatch_uid="policies.external_runs")

@@ -25,7 +25,7 @@ from agents.prompts import canonical_json
 from agents.runtime import call_signature
 from policies.branches import runtime_policy_compile
 from policies.selectors import runtime_policy_for_run
-from traces.models import Job
+from traces.models import Job, Trace
 from traces.services import job_finish, job_progress, job_running
 
 if TYPE_CHECKING:
@@ -115,7 +115,6 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
 def _replay_run(proposal: Proposal, facts: FailureFacts, *, job_id: int) -> tuple[bool, str, str]:
     """A prompt hint changes the model's behaviour: replay the whole request with it."""
     from agents.services import run_execute
-    from traces.models import Trace
     from traces.services import trace_create
 
     original = Trace.objects.get(pk=facts.trace_id)
@@ -160,7 +159,15 @@ def strategy_replay(*, proposal: Proposal, facts: FailureFacts) -> tuple[bool, s
     """Replay the failing step with ``proposal`` applied; (passed, what happened).
 
     Each replay is a Job: a prompt hint replays a whole run, which takes as long as one.
+    A run ingested over OTLP is not replayed: its agent, model and tools live outside this
+    installation, so no run here could show that the strategy works for it (replaying it
+    with a local agent would pass by luck, or crash on a provider this installation lacks).
     """
+    if Trace.objects.filter(pk=facts.trace_id, origin=Trace.Origin.EXTERNAL).exists():
+        return False, (
+            "not replayed: the run was ingested over OTLP and its agent runs outside Agent "
+            "Ops; the analysis is recorded, no strategy is published from it"
+        )
     with job_running(
         kind=Job.Kind.REPLAY,
         name=f"replay {proposal.kind} for {facts.signature}",

@@ -34,6 +34,38 @@ def reflexion_inprocess_drain(*, timeout: float = 120.0) -> int:
     return done
 
 
+def external_runs_hand_off(*, trace_ids: list[str]) -> None:
+    """Runs ingested over OTLP have ended: score and reflect on them off the ingest request,
+    on a worker (the ``reflexion`` queue) or, embedded, on the background thread."""
+    if not trace_ids:
+        return
+    if settings.AGENT_EXECUTOR == "celery":
+        external_runs_learn.delay(list(trace_ids))
+    else:
+        _pending.append(_inprocess.submit(_external_runs_learn_inprocess, list(trace_ids)))
+
+
+def _external_runs_learn_inprocess(trace_ids: list[str]) -> None:
+    close_old_connections()
+    try:
+        external_runs_learn(trace_ids)
+    finally:
+        close_old_connections()
+
+
+@shared_task(name="policies.external_runs_learn", ignore_result=True, acks_late=True)
+def external_runs_learn(trace_ids: list[str]) -> None:
+    """After each ingested run, what a native run's end does: score the strategies it
+    applied, then queue Reflexion if it failed. One run's failure does not stop the rest."""
+    from policies.services import run_ended
+
+    for trace_id in trace_ids:
+        try:
+            run_ended(trace_id=trace_id)
+        except Exception:
+            logger.exception("external_run.learn_failed", extra={"trace_id": trace_id})
+
+
 def _signatures(trace: Trace) -> list[str]:
     from policies.reflexion import failures_of_trace
 

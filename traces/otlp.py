@@ -36,9 +36,10 @@ from traces.rollups import rollups_record_runs, rollups_record_steps
 
 logger = logging.getLogger(__name__)
 
-# Sent after commit with ``trace_id`` when an ingested run has ended; the learning loop (a
-# layer above, ``policies.apps``) scores it and queues Reflexion as for a native run.
-external_run_ended = Signal()
+# Sent after commit, once per export request, with ``trace_ids``: the ingested runs that have
+# just ended. The learning loop (a layer above, ``policies.apps``) hands them to a worker,
+# which scores them and queues Reflexion as for native runs.
+external_runs_ended = Signal()
 
 EXTERNAL_SOURCE = "otlp"
 # The operations of the GenAI conventions and the phase each one is stored as.
@@ -543,8 +544,8 @@ def otlp_spans_ingest(
                 trace.session_id = values["session_id"]
         ended = _traces_settle(traces, roots)
         result.trace_ids = [str(t.pk) for t in traces.values()]
-        for trace_id in ended:
-            transaction.on_commit(partial(_run_ended, trace_id))
+        if ended:
+            transaction.on_commit(partial(_runs_ended, ended))
     logger.info(
         "otlp.ingested",
         extra={
@@ -640,8 +641,11 @@ def _traces_settle(traces: dict[str, Trace], roots: dict[str, SpanIn]) -> list[s
     return [str(trace.pk) for trace, _, _ in ended]
 
 
-def _run_ended(trace_id: str) -> None:
+def _runs_ended(trace_ids: list[str]) -> None:
+    """Tell the learning loop, once per request, which runs have just ended. The receiver
+    only hands them off (a worker scores and reflects on them), so the exporter's request
+    does not wait on learning."""
     try:
-        external_run_ended.send(sender=Trace, trace_id=trace_id)
+        external_runs_ended.send(sender=Trace, trace_ids=trace_ids)
     except Exception:  # the spans are stored; learning from them can be retried
-        logger.exception("otlp.run_ended_failed", extra={"trace_id": trace_id})
+        logger.exception("otlp.runs_ended_failed", extra={"trace_ids": trace_ids})

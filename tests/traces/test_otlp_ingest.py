@@ -24,7 +24,7 @@ from rest_framework.authtoken.models import Token
 
 from agents.models import Agent
 from traces.models import Step, Trace
-from traces.otlp import external_run_ended
+from traces.otlp import external_runs_ended
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,10 +79,10 @@ def test_the_demo_script_sends_a_3_span_trace_that_the_explorer_shows_classified
 ) -> None:
     ended: list[str] = []
 
-    def remember(sender: Any, *, trace_id: str, **_: Any) -> None:
-        ended.append(trace_id)
+    def remember(sender: Any, *, trace_ids: list[str], **_: Any) -> None:
+        ended.extend(trace_ids)
 
-    external_run_ended.connect(remember)
+    external_runs_ended.connect(remember)
     try:
         env = {
             **os.environ,
@@ -98,7 +98,7 @@ def test_the_demo_script_sends_a_3_span_trace_that_the_explorer_shows_classified
             check=False,
         )
     finally:
-        external_run_ended.disconnect(remember)
+        external_runs_ended.disconnect(remember)
     assert done.returncode == 0, done.stderr
     trace_id = done.stdout.strip()
     trace = Trace.objects.get(pk=trace_id)
