@@ -54,6 +54,7 @@ from agents.prompts import (
 )
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
 from traces.models import Trace
+from traces.records import StepRecord
 
 logger = logging.getLogger(__name__)
 
@@ -140,39 +141,6 @@ class RuntimeConfig:
     run_time_limit_seconds: float | None = None
 
 
-@dataclass
-class StepRecord:
-    """One persisted phase. Field names match ``traces.models.Step``."""
-
-    phase: str
-    round_number: int
-    thought: str = ""
-    action_type: str = "none"
-    tool_name: str = ""
-    action_input: dict[str, Any] = field(default_factory=dict)
-    endpoint: str = ""
-    request_payload: dict[str, Any] = field(default_factory=dict)
-    status_code: int | None = None
-    ok: bool = True
-    error_type: str = ""
-    error_detail: str = ""
-    response_size: int = 0
-    response_summary: str = ""
-    latency_ms: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    llm_backend: str = ""
-    parse_mode: str = ""
-    adapters_fired: list[dict[str, Any]] = field(default_factory=list)
-    strategies_applied: list[Any] = field(default_factory=list)
-    strategy_version: str = ""
-    idempotency_key: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    # Set by the sink when it stores the record (0 until then): what facts point back to.
-    step_number: int = 0
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     status: str  # finished | fallback | failed
@@ -182,7 +150,8 @@ class RunOutcome:
 
 
 class StepSink(Protocol):
-    """Where the runtime writes; implemented by ``traces.recorder``."""
+    """Where the runtime writes; implemented by ``agents.sink.RunSink`` (which stores steps
+    through ``traces.recorder``)."""
 
     async def write_step(self, record: StepRecord) -> None: ...
 

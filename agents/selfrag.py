@@ -24,9 +24,10 @@ from agents.llm.base import ChatMessage, LLMClient, LLMError, LLMResponse
 from agents.llm.schemas import RagDraft, RagGrade
 from agents.parsing import FENCE_PATTERN
 from agents.prompts import rag_draft_messages, rag_grade_messages
-from agents.runtime import Phase, RunOutcome, StepRecord, StepSink
+from agents.runtime import Phase, RunOutcome, StepSink
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
 from traces.models import Trace
+from traces.records import StepRecord
 
 SearchFn = Callable[[str, int], Awaitable[list[RetrievedDoc]]]
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -20,23 +20,25 @@ from agents.answer_format import answer_style
 from agents.credentials import ToolAuthInvalid, tool_auth_parse
 from agents.endpoints import endpoint_template_problem, sandbox_base_url
 from agents.executor import ToolExecutor, ToolSnapshot
+from agents.hooks import policy_for_run
 from agents.intents import Intent, intent_detect
 from agents.knowledge import kb_asearch
 from agents.llm.factory import llm_client_build
 from agents.memory import MAX_FACTS_PER_CUSTOMER, facts_extract
 from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool, ToolAlert
-from agents.policy_runtime import EMPTY_POLICY, RuntimePolicy
+from agents.policy_runtime import RuntimePolicy
 from agents.registry import ToolDefinition, registered_python_tools
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
 from agents.selfrag import SelfRagConfig, selfrag_execute
-from agents.signals import customer_memory_changed, tool_admin_changed
+from agents.signals import customer_memory_changed, run_ended, tool_admin_changed
+from agents.sink import RunSink
 from agents.telemetry import run_telemetry_start
 from agents.tool_catalog import SANDBOX_TOOLS
 from agents.tool_import import ToolImportError, ToolSpec, tools_import_parse
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
 from traces.models import Step, Trace
-from traces.recorder import RunConflict, TraceRecorder, step_to_record
+from traces.recorder import RunConflict, step_to_record
 
 logger = logging.getLogger(__name__)
 
@@ -540,7 +542,7 @@ async def run_execute(
     config = config or runtime_config()
     if trace.agent.max_iterations:
         config = RuntimeConfig(**{**config.__dict__, "max_iterations": trace.agent.max_iterations})
-    recorder = TraceRecorder(
+    recorder = RunSink(
         trace_id=trace_id, next_step_number=(steps[-1].step_number + 1) if steps else 1
     )
     recorder.on_step = on_step
@@ -553,20 +555,9 @@ async def run_execute(
     )
     try:
         if policy is None:
-            from policies.experiments import CONTROL, experiment_arm_for_run
-            from policies.selectors import runtime_policy_for_run
-
-            # A conversation stays on one version: an open rollout buckets by customer or
-            # session; the version it ran (canary or stable) is recorded on the trace.
-            policy = await sync_to_async(runtime_policy_for_run)(
-                bucket=trace.policy_bucket,
-                customer_id=trace.customer_id,
-                session_id=trace.session_id,
-                trace_id=trace_id,
-            )
-            # An A/B experiment's control arm runs without the learned strategies.
-            if await sync_to_async(experiment_arm_for_run)(trace=trace) == CONTROL:
-                policy = EMPTY_POLICY
+            # The learning loop's resolver (agents.hooks): the version the run's bucket,
+            # an open rollout or an A/B arm selects. The version it ran is recorded.
+            policy = await sync_to_async(policy_for_run)(trace)
         if policy.version != trace.policy_version:
             await sync_to_async(trace_services.trace_set_policy)(
                 trace_id=trace_id, version=policy.version
@@ -607,9 +598,7 @@ async def run_execute(
         outcome=outcome.outcome,
     )
     if reflect:
-        from policies.services import run_ended
-
-        await sync_to_async(run_ended)(trace_id=trace_id)
+        await sync_to_async(run_ended.send)(sender=Trace, trace_id=trace_id)
     return outcome
 
 
@@ -624,7 +613,7 @@ async def _react(
     trace: Trace,
     tools: dict[str, ToolSnapshot],
     steps: list[Step],
-    recorder: TraceRecorder,
+    recorder: RunSink,
     llm: Any,
     rules: Any,
     config: RuntimeConfig,

@@ -17,3 +17,8 @@ tool_admin_changed = Signal()
 
 # Same keyword arguments, for customer memory: action "memory.delete", target the customer id.
 customer_memory_changed = Signal()
+
+# Sent with ``trace_id`` after a run ends (not for replays): the learning loop scores the
+# strategies it applied and queues Reflexion if it failed (``policies.apps``). Receivers run
+# in the caller's thread, after the trace is finished.
+run_ended = Signal()

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agents.runtime import StepRecord
+    from traces.records import StepRecord
 
 _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 _lock = threading.Lock()

@@ -111,9 +111,9 @@ async def _run_many(count: int, model: ScriptedModel, agent: Any, tools: Any) ->
     from agents.executor import ToolExecutor
     from agents.runtime import AgentRun
     from agents.services import runtime_config
+    from agents.sink import RunSink
     from traces.classifier import error_rules_aload
     from traces.models import Trace
-    from traces.recorder import TraceRecorder
 
     rules = await error_rules_aload()
     config = runtime_config()
@@ -140,7 +140,7 @@ async def _run_many(count: int, model: ScriptedModel, agent: Any, tools: Any) ->
                 customer_id="",
                 llm=model,
                 executor=executor,
-                sink=TraceRecorder(trace_id=str(trace.pk)),
+                sink=RunSink(trace_id=str(trace.pk)),
                 rules=rules,
                 config=config,
             )

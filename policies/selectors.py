@@ -111,6 +111,24 @@ def policy_routing() -> PolicyRouting:
     return routing
 
 
+def runtime_policy_for_trace(trace: Trace) -> RuntimePolicy:
+    """The policy ``trace``'s run executes (registered with the runtime, ``agents.hooks``).
+
+    A conversation stays on one version: an open rollout buckets by customer or session. An
+    A/B experiment's control arm runs without the learned strategies."""
+    from policies.experiments import CONTROL, experiment_arm_for_run
+
+    policy = runtime_policy_for_run(
+        bucket=trace.policy_bucket,
+        customer_id=trace.customer_id,
+        session_id=trace.session_id,
+        trace_id=str(trace.pk),
+    )
+    if experiment_arm_for_run(trace=trace) == CONTROL:
+        return EMPTY_POLICY
+    return policy
+
+
 def runtime_policy_for_run(
     *, bucket: int | None = None, customer_id: str = "", session_id: str = "", trace_id: str = ""
 ) -> RuntimePolicy:

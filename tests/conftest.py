@@ -50,6 +50,17 @@ def logging_state_restored() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def embedded_worker_stopped() -> Iterator[None]:
+    """A test that serves the ASGI app starts the embedded worker (its sweeper and periodic
+    jobs run forever on the shared loop); stop it after the test, or it would sweep, and
+    re-enqueue through whatever broker is set then, the runs of the tests that follow."""
+    yield
+    from agents.inprocess import embedded_worker_stop
+
+    embedded_worker_stop()
+
+
+@pytest.fixture(autouse=True)
 def sandbox_fault_cache_fresh() -> Iterator[None]:
     """The sandbox caches fault rules per process; a rule from one test must not fire in
     the next (transactional tests flush the rows, not the cache)."""

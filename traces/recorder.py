@@ -14,9 +14,9 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.runtime import StepRecord
 from traces.live import steps_publish
 from traces.models import Step
+from traces.records import StepRecord
 from traces.redaction import redact_text, redact_value
 from traces.rollups import rollups_record_steps
 
@@ -201,34 +201,3 @@ class TraceRecorder:
             .exclude(trace__source="replay")
             .acount()
         )
-
-    async def cache_store(
-        self, signature: str, tool_name: str, arguments: dict[str, Any], body: str
-    ) -> None:
-        from agents.models import ToolResultCache
-
-        # One upsert statement: this runs after every successful call.
-        await ToolResultCache.objects.abulk_create(
-            [
-                ToolResultCache(
-                    signature=signature,
-                    tool_name=tool_name,
-                    arguments=redact_value(arguments),
-                    body=redact_text(body[:100_000]),
-                )
-            ],
-            update_conflicts=True,
-            unique_fields=["signature"],
-            update_fields=["tool_name", "arguments", "body", "updated_at"],
-        )
-
-    async def cache_get(self, signature: str) -> str | None:
-        from agents.models import ToolResultCache
-
-        row = await ToolResultCache.objects.filter(signature=signature).afirst()
-        return row.body if row else None
-
-    async def tool_suspend(self, tool_name: str, *, minutes: int, timeouts: int) -> None:
-        from agents.services import tool_suspend
-
-        await sync_to_async(tool_suspend)(name=tool_name, minutes=minutes, timeouts=timeouts)

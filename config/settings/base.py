@@ -136,8 +136,8 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # How often open canary rollouts are judged: by Celery beat, or by the embedded worker.
 ROLLOUT_EVALUATE_INTERVAL_SECONDS = env.float("ROLLOUT_EVALUATE_INTERVAL_SECONDS", default=60.0)
 CELERY_BEAT_SCHEDULE = {
-    "traces-sweep-stuck-runs": {
-        "task": "traces.sweep_stuck_runs",
+    "agents-sweep-stuck-runs": {
+        "task": "agents.sweep_stuck_runs",
         "schedule": AGENT_SWEEP_INTERVAL_SECONDS,
     },
     "policies-evaluate-rollouts": {

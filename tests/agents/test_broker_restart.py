@@ -17,12 +17,12 @@ import redis
 
 import agents.tasks  # noqa: F401  (its time limits are read at import: before a test shrinks them)
 from agents.services import run_start
+from agents.tasks import sweep_stuck_runs
 from sandbox.models import Order
 from sandbox.services import faultrule_clear, faultrule_set
 from tests.celery_process import broker_fixture, worker_pid, worker_process  # noqa: F401
 from tests.redis_server import RedisServer, own_redis_fixture, wait_for  # noqa: F401
 from traces.models import Step, Trace
-from traces.tasks import sweep_stuck_runs
 
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 

@@ -16,10 +16,10 @@ from django.test import Client
 from django.utils import timezone
 
 from agents.routing import websocket_urlpatterns
-from agents.runtime import StepRecord
+from agents.sink import RunSink
 from traces.live import run_group, steps_publish
 from traces.models import Step, Trace
-from traces.recorder import TraceRecorder
+from traces.records import StepRecord
 from traces.services import trace_create, trace_finish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -179,7 +179,7 @@ def test_steps_written_by_the_recorder_stream_to_a_watcher(
         comm = communicator(trace, support_users[0])
         await comm.connect(timeout=RECEIVE_TIMEOUT)
         await receive_until_status(comm)
-        recorder = TraceRecorder(trace_id=str(trace.pk))
+        recorder = RunSink(trace_id=str(trace.pk))
         await recorder.write_step(
             StepRecord(
                 phase="reasoning",

@@ -91,3 +91,30 @@ def test_the_embedded_sweeper_re_enqueues_a_run_left_queued(
 def test_the_embedded_sweeper_is_not_started_when_celery_runs_the_agents(settings: Any) -> None:
     settings.AGENT_EXECUTOR = "celery"
     assert embedded_worker_start() is False
+
+
+def test_the_embedded_worker_starts_once_runs_every_registered_job_and_stops(
+    settings: Any,
+) -> None:
+    from agents import inprocess
+    from agents.hooks import periodic_jobs
+    from agents.inprocess import embedded_worker_stop
+
+    settings.AGENT_EXECUTOR = "inprocess"
+    embedded_worker_stop()  # whatever an earlier test's ASGI import started
+    assert embedded_worker_start() is True
+    assert embedded_worker_start() is False
+    loops = list(inprocess._loops)
+    # the sweeper, plus the jobs the learning loop registered (the rollout evaluator)
+    assert "policies.evaluate_rollouts" in {job.name for job in periodic_jobs()}
+    assert len(loops) == 1 + len(periodic_jobs())
+
+    embedded_worker_stop()
+    end = time.monotonic() + 30
+    while not all(loop.done() for loop in loops):
+        assert time.monotonic() < end, "the worker's loops did not stop"
+        time.sleep(0.02)  # polling the futures' state
+    assert all(loop.cancelled() for loop in loops)
+    # and it can start again
+    assert embedded_worker_start() is True
+    embedded_worker_stop()

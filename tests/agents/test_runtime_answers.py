@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 
 from agents.answer_format import Evidence
 from agents.models import Tool
-from agents.runtime import RunMemory, StepRecord
+from agents.runtime import RunMemory
 from agents.services import run_execute
 from tests.agents.runtime_helpers import (
     answer,
@@ -25,6 +25,7 @@ from tests.agents.runtime_helpers import (
     use_fake_llm,
 )
 from traces.models import Trace
+from traces.records import StepRecord
 from traces.services import trace_create
 
 LAMP = {

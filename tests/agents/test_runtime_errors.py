@@ -20,6 +20,7 @@ from agents.models import Tool, ToolAlert
 from agents.policy_runtime import RuntimePolicy
 from agents.runtime import RunOutcome, RuntimeConfig
 from agents.services import _react, runtime_config, tool_snapshots, tool_suspend
+from agents.sink import RunSink
 from policies.branches import runtime_policy_compile
 from tests.agents.runtime_helpers import (
     answer,
@@ -32,7 +33,6 @@ from tests.agents.runtime_helpers import (
 )
 from traces.classifier import error_rules_aload
 from traces.models import Step, Trace
-from traces.recorder import TraceRecorder
 from traces.services import trace_create
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
@@ -435,7 +435,7 @@ def test_a_redelivery_that_finds_the_call_recorded_meanwhile_does_not_repeat_it(
             trace,
             await _snapshots(agent),
             loaded_by_b,
-            TraceRecorder(trace_id=str(trace.pk), next_step_number=3),
+            RunSink(trace_id=str(trace.pk), next_step_number=3),
             llm_client_build(backend="openai"),
             await _rules(),
             runtime_config(),

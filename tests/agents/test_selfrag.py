@@ -1,6 +1,6 @@
 """The Self-RAG loop, driven by scripted drafts and grades served over the real OpenAI wire
 protocol, searching real KnowledgeArticle rows and writing real Steps through the
-TraceRecorder; plus one run end to end with the simulated model."""
+RunSink; plus one run end to end with the simulated model."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from agents.models import KnowledgeArticle
 from agents.runtime import RunOutcome
 from agents.selfrag import SelfRagConfig, selfrag_execute
 from agents.services import agent_ensure_default
+from agents.sink import RunSink
 from tests.agents.runtime_helpers import phases, use_fake_llm
 from traces.classifier import error_rules_load
 from traces.models import Step, Trace
-from traces.recorder import TraceRecorder
 from traces.services import trace_create
 
 QUESTION = "How many days do I have to return an item?"
@@ -99,7 +99,7 @@ def run_selfrag(
     client = llm or llm_client_build()
     agent = agent_ensure_default()
     trace = trace_create(agent_id=agent.pk, query=query, llm_backend=client.backend)
-    sink = TraceRecorder(trace_id=str(trace.pk))
+    sink = RunSink(trace_id=str(trace.pk))
     written: list[tuple[str, int]] = []
     sink.on_step = lambda step: written.append((step.phase, len(server.requests) if server else 0))
     outcome = async_to_sync(selfrag_execute)(

@@ -318,15 +318,24 @@ def test_the_embedded_worker_loop_judges_rollouts_without_a_broker(
 ) -> None:
     import time
 
-    from agents.inprocess import rollouts_evaluate_forever
+    from django.conf import settings
+
+    from agents.hooks import PeriodicJob, periodic_jobs
+    from agents.inprocess import periodic_job_forever
     from agents.loop_runner import loop_runner
+
+    # The learning loop registered the evaluator with the runtime's embedded worker.
+    registered = {job.name: job for job in periodic_jobs()}["policies.evaluate_rollouts"]
+    assert registered.interval_seconds == settings.ROLLOUT_EVALUATE_INTERVAL_SECONDS
 
     version = strategy_activate(
         strategy=make_strategy(status=Strategy.Status.IN_REVIEW), author_kind="reviewer"
     )
     rollout = Rollout.objects.get(version=version)
     runs(support_agent, rollout.version.label, failed=5, error_type="INVALID_PARAMETER")
-    loop = loop_runner().submit(rollouts_evaluate_forever(interval=0.05))
+    loop = loop_runner().submit(
+        periodic_job_forever(PeriodicJob(registered.name, registered.run, interval_seconds=0.05))
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and Rollout.objects.get(pk=rollout.pk).is_open:

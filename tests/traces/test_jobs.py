@@ -12,9 +12,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agents.tasks import sweep_stuck_runs
 from traces.models import Job
 from traces.services import job_finish, job_progress, job_running, job_start
-from traces.tasks import sweep_stuck_runs
 
 pytestmark = pytest.mark.django_db
 

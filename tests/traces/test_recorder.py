@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from agents.runtime import StepRecord
 from traces.models import Step
 from traces.recorder import RunConflict, TraceRecorder
+from traces.records import StepRecord
 from traces.services import trace_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -133,8 +133,9 @@ def test_every_step_field_is_redacted_when_written(support_agent: Any) -> None:
 
 def test_the_tool_result_cache_is_redacted(support_agent: Any) -> None:
     from agents.models import ToolResultCache
+    from agents.sink import RunSink
 
-    recorder = TraceRecorder(trace_id="unused")
+    recorder = RunSink(trace_id="unused")
     async_to_sync(recorder.cache_store)(
         "sig-1", "get_card", {"api_key": "qk-1234567"}, f'{{"card": "{CARD}", "ok": true}}'
     )

@@ -18,7 +18,6 @@ from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.db.models import Sum
 
-from agents.runtime import StepRecord
 from traces.dashboards import RollupFilters, failures_over_time, kpis_for_window, window_resolve
 from traces.management.commands.rollups_rebuild import parse_since
 from traces.models import (
@@ -30,6 +29,7 @@ from traces.models import (
     Trace,
 )
 from traces.recorder import RunConflict, TraceRecorder
+from traces.records import StepRecord
 from traces.rollups import (
     bucket_band,
     endpoint_label,

@@ -13,11 +13,11 @@ from django.utils import timezone
 
 import agents.tasks  # noqa: F401  (its time limits are read at import: before a test shrinks them)
 from agents.services import run_enqueue
+from agents.tasks import sweep_stuck_runs
 from config.celery import app as celery_app
 from sandbox.models import Order
 from traces.models import Step, Trace
 from traces.services import trace_create, traces_stuck
-from traces.tasks import sweep_stuck_runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
