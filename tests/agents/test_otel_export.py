@@ -3,12 +3,9 @@ through the project's own OTLP ingest mapping."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -16,16 +13,6 @@ from agents import telemetry
 from tests.agents.runtime_helpers import answer, reason, run_query, use_fake_llm
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def exported() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    telemetry.telemetry_use_tracer_provider(provider)
-    yield memory
-    telemetry.telemetry_use_tracer_provider(None)
 
 
 @pytest.fixture

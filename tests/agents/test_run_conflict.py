@@ -15,11 +15,8 @@ import pytest
 from django.db import connections
 from django.db.models import Max
 from django.utils import timezone
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agents import telemetry
 from agents.models import Agent
 from tests.agents.runtime_helpers import (
     answer,
@@ -76,16 +73,6 @@ def agent(db: None, error_rules: None, settings: Any, openai_server: Any) -> Ite
         agent = agent_ensure_default()
         tools_sync(agents=[agent])
         yield agent
-
-
-@pytest.fixture
-def exported() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    telemetry.telemetry_use_tracer_provider(provider)
-    yield memory
-    telemetry.telemetry_use_tracer_provider(None)
 
 
 def test_a_step_taken_by_another_worker_stops_the_run_without_ending_the_trace(

@@ -14,11 +14,8 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agents import telemetry
 from agents.memory import MAX_FACTS_PER_CUSTOMER
 from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool
 from agents.runtime import RuntimeConfig
@@ -84,16 +81,6 @@ def agent(db: None, error_rules: None, settings: Any, openai_server: Any) -> Ite
         agent = agent_ensure_default()
         tools_sync(agents=[agent])
         yield agent
-
-
-@pytest.fixture
-def exported() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    telemetry.telemetry_use_tracer_provider(provider)
-    yield memory
-    telemetry.telemetry_use_tracer_provider(None)
 
 
 # --- which loop answers a run ------------------------------------------------------------

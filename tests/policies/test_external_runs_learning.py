@@ -28,12 +28,19 @@ def _export_body(count: int) -> tuple[bytes, list[str]]:
     return encode_spans(memory.get_finished_spans()).SerializeToString(), ids
 
 
-@pytest.mark.django_db(transaction=True)
-def test_an_export_request_hands_its_ended_runs_off_once_and_the_worker_reflects(
-    error_rules: None, settings: Any
-) -> None:
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def learning(error_rules: None, settings: Any) -> None:
+    """Reflexion on (the test settings switch it off), every failure reflected on."""
     settings.REFLEXION_ENABLED = True
     settings.REFLEXION_DEBOUNCE_SECONDS = 0
+
+
+def test_an_export_request_hands_its_ended_runs_off_once_and_the_worker_reflects(
+    learning: None,
+) -> None:
     handed: list[list[str]] = []
 
     def remember(sender: Any, *, trace_ids: list[str], **_: Any) -> None:
@@ -64,12 +71,7 @@ def test_an_export_request_hands_its_ended_runs_off_once_and_the_worker_reflects
     assert {outcome for outcome, _ in outcomes} <= {"rejected", "stopped"}
 
 
-@pytest.mark.django_db(transaction=True)
-def test_one_run_failing_to_learn_does_not_stop_the_others(
-    error_rules: None, settings: Any
-) -> None:
-    settings.REFLEXION_ENABLED = True
-    settings.REFLEXION_DEBOUNCE_SECONDS = 0
+def test_one_run_failing_to_learn_does_not_stop_the_others(learning: None) -> None:
     body, ids = _export_body(2)
     external_runs_ended.disconnect(dispatch_uid="policies.external_runs")
     try:
