@@ -9,21 +9,8 @@ import pytest
 from reviews.models import AuditLog, ReviewItem
 from reviews.services import feedback_submit, review_item_approve
 from traces.models import Feedback, Trace
-from traces.services import trace_create
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def run(support_agent: Any, support_user: Any) -> Trace:
-    trace = trace_create(
-        agent_id=support_agent.pk,
-        query="What does the Aurora jacket cost?",
-        llm_backend="simulated",
-        created_by_id=support_user.pk,
-    )
-    Trace.objects.filter(pk=trace.pk).update(status="finished", final_answer="It costs 3 EUR.")
-    return trace
 
 
 def test_a_thumbs_down_opens_one_review_item_naming_the_run(

@@ -23,15 +23,11 @@ from reviews.services import (
     review_item_request_evidence,
 )
 from traces.models import Feedback, Trace
-from traces.services import trace_create
 
 pytestmark = pytest.mark.django_db
 
-RULE = {"tool": "search_products", "schema": {"required": ["query"]}}
-STRICTER = {
-    "tool": "search_products",
-    "schema": {"required": ["query"], "properties": {"query": {"type": "string", "minLength": 2}}},
-}
+from tests.reviews.test_review_item import RULE, STRICTER  # noqa: E402
+
 # Accepts the recorded input ({"limit": 3}), so it would not have prevented the failure.
 TOO_LOOSE_YAML = "tool: search_products\nschema:\n  properties:\n    query: {type: string}\n"
 MISSING_QUERY = json.dumps({"field": "query", "error": "query is required"})
@@ -269,18 +265,11 @@ def test_an_edit_whose_replay_fails_is_shown_on_the_page_and_changes_nothing(
 
 
 def test_a_rating_other_than_up_or_down_is_refused(
-    client: Client, support_agent: Any, support_user: Any
+    client: Client, run: Trace, support_user: Any
 ) -> None:
-    trace = trace_create(
-        agent_id=support_agent.pk,
-        query="What does the Aurora jacket cost?",
-        llm_backend="simulated",
-        created_by_id=support_user.pk,
-    )
-    Trace.objects.filter(pk=trace.pk).update(status="finished", final_answer="It costs 3 EUR.")
     client.force_login(support_user)
 
-    response = client.post(f"/reviews/feedback/{trace.pk}/", {"rating": "sideways"})
+    response = client.post(f"/reviews/feedback/{run.pk}/", {"rating": "sideways"})
 
     assert response.status_code == 400
     assert not Feedback.objects.exists() and not ReviewItem.objects.exists()
