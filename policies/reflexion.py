@@ -147,6 +147,10 @@ def failures_of_trace(trace: Trace) -> list[FailureFacts]:
 
 
 # --- deterministic analyzers ---------------------------------------------------------
+# Failures on the upstream's side that a cached result can stand in for.
+UPSTREAM_FAILURES = ("TIMEOUT", "INTERNAL_SERVER_ERROR", "SERVICE_UNAVAILABLE")
+
+
 def _body_json(facts: FailureFacts) -> dict[str, Any]:
     for text in (facts.response_summary, facts.error_detail):
         try:
@@ -243,8 +247,9 @@ def analyze_name_for_id(facts: FailureFacts) -> Proposal | None:
 
 
 def analyze_upstream_failure(facts: FailureFacts) -> Proposal | None:
-    """TIMEOUT / INTERNAL_SERVER_ERROR -> degrade to cached data (or a human)."""
-    if facts.error_type not in ("TIMEOUT", "INTERNAL_SERVER_ERROR") or not facts.tool:
+    """TIMEOUT / INTERNAL_SERVER_ERROR / SERVICE_UNAVAILABLE -> degrade to cached data (or a
+    human)."""
+    if facts.error_type not in UPSTREAM_FAILURES or not facts.tool:
         return None
     return Proposal(
         kind="error_handler",
