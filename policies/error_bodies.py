@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -66,7 +67,7 @@ class ErrorHints:
 class ErrorItem:
     field: str | None
     message: str
-    hints: ErrorHints = field(default_factory=ErrorHints)
+    hints: ErrorHints = dataclass_field(default_factory=ErrorHints)
     location: str | None = None  # path, query, body, header when the API says
 
 

@@ -25,6 +25,8 @@ from agents.llm.factory import llm_client_build
 from agents.models import Tool
 from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
+from policies.error_bodies import ParsedError, error_body_parse
+from policies.evidence import Target, chain_for
 from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
 from policies.services import (
@@ -262,7 +264,183 @@ def analyze_upstream_failure(facts: FailureFacts) -> Proposal | None:
     )
 
 
+# HTTP statuses whose body says what was wrong with the request.
+CLIENT_ERRORS = frozenset({400, 404, 409, 422})
+MAX_EXAMPLE_STEPS = 50
+
+
+def _accepted_examples(facts: FailureFacts) -> dict[str, list[Any]]:
+    """Argument values the tool accepted in its recent successful calls (other runs)."""
+    from traces.models import Step
+
+    rows = (
+        Step.objects.filter(tool_name=facts.tool, ok=True, phase="action", action_type="tool")
+        .exclude(trace_id=facts.trace_id)
+        .order_by("-pk")
+        .values_list("action_input", flat=True)[:MAX_EXAMPLE_STEPS]
+    )
+    examples: dict[str, list[Any]] = {}
+    for arguments in rows:
+        for name, value in (arguments or {}).items():
+            examples.setdefault(name, []).append(value)
+    return examples
+
+
+def _key_path(data: Any, key: str, depth: int = 0) -> str | None:
+    """The dotted path of the first scalar ``key`` in a JSON value (breadth first)."""
+    if depth > 4:
+        return None
+    if isinstance(data, dict):
+        if key in data and not isinstance(data[key], dict | list):
+            return key
+        children: list[tuple[str, Any]] = list(data.items())
+    elif isinstance(data, list):
+        children = [(str(i), item) for i, item in enumerate(data[:5])]
+    else:
+        return None
+    for name, child in children:
+        found = _key_path(child, key, depth + 1)
+        if found:
+            return f"{name}.{found}"
+    return None
+
+
+def _missing_value_source(facts: FailureFacts, name: str) -> dict[str, Any] | None:
+    """Where a newly required argument's value can come from: the customer id, or a key
+    of an earlier successful result of the same run."""
+    from traces.models import Step
+
+    trace = Trace.objects.filter(pk=facts.trace_id).only("customer_id").first()
+    if "customer" in name.lower() and trace is not None and trace.customer_id:
+        return {"from": "customer"}
+    earlier = Step.objects.filter(
+        trace_id=facts.trace_id, step_number__lt=facts.step_number, ok=True, action_type="tool"
+    ).order_by("-step_number")
+    for step in earlier.only("tool_name", "response_summary"):
+        try:
+            data = json.loads(step.response_summary)
+        except (TypeError, ValueError):
+            continue
+        path = _key_path(data, name)
+        if path:
+            return {"from": "fact", "tool": step.tool_name, "path": path}
+    return None
+
+
+def _evidence_proposal(
+    facts: FailureFacts, branch: dict[str, Any], root_cause: str, update: str, cited: str
+) -> Proposal:
+    return Proposal(
+        kind="adapter",
+        branch={"tool": facts.tool, **branch},
+        root_cause=root_cause,
+        strategy_update=update,
+        origin="analyzer:evidence",
+        cited_trace_ids=[facts.trace_id],
+        cited_fields=["status_code", "response_summary", *([cited] if cited else [])],
+    )
+
+
+def _argument_move(
+    facts: FailureFacts, parsed: ParsedError, properties: dict[str, Any], path_args: set[str]
+) -> Proposal | None:
+    """A parameter the API now names differently (rename), or a new required one whose
+    value the run has (add)."""
+    sent = facts.action_input
+    for item in parsed.items:
+        hints = item.hints
+        unknown = hints.unknown_name if hints.unknown_name in sent else None
+        wanted = hints.suggested_name
+        if wanted is None and hints.required and item.field and item.field not in sent:
+            wanted = item.field
+        if not wanted or wanted in sent or wanted in properties:
+            continue
+        if unknown is None:
+            # Which argument did the API rename? Only an unambiguous one.
+            loose = [n for n in sent if n not in path_args and n != wanted]
+            named = [n for n in loose if not any(i.field == n for i in parsed.items)]
+            unknown = named[0] if len(named) == 1 else None
+        if unknown is not None:
+            step: dict[str, Any] = {"op": "rename", "from": unknown, "to": wanted}
+            if item.location in ("query", "body", "path"):
+                step["in"] = item.location
+            return _evidence_proposal(
+                facts,
+                {"steps": [step]},
+                f"{facts.tool} now calls argument {unknown} {wanted}",
+                f"Send {unknown} as {wanted} when calling {facts.tool}",
+                f"action_input.{unknown}",
+            )
+        source = _missing_value_source(facts, wanted)
+        if source is not None:
+            add = {"op": "add", "name": wanted, **source}
+            if item.location in ("query", "body"):
+                add["in"] = item.location
+            return _evidence_proposal(
+                facts,
+                {"steps": [add]},
+                f"{facts.tool} now requires {wanted}, which the run already knows",
+                f"Add {wanted} from the {source['from']} when calling {facts.tool}",
+                "",
+            )
+    return None
+
+
+def analyze_from_evidence(facts: FailureFacts) -> Proposal | None:
+    """A client error whose body, read in any common layout, says what the API wants
+    (a case, a format, a prefix, a new name, a new required argument), or whose refused
+    value differs in shape from what the tool accepted in its recent successful calls ->
+    the simplest repair chain of the vocabulary that satisfies that evidence.
+
+    The sandbox's own integer layout stays with ``analyze_type_mismatch``, a name sent
+    where an id belongs with ``analyze_name_for_id``."""
+    if not facts.tool or facts.status_code not in CLIENT_ERRORS or not facts.action_input:
+        return None
+    if analyze_type_mismatch(facts) is not None:
+        return None
+    if facts.status_code == 404 and analyze_name_for_id(facts) is not None:
+        return None  # a name where an id belongs: a lookup, not a rewrite
+    text = facts.response_summary or facts.error_detail
+    parsed = error_body_parse(facts.status_code, {}, text)
+    tool = Tool.objects.filter(name=facts.tool).only("params_schema", "endpoint_template").first()
+    properties = ((tool.params_schema if tool else {}) or {}).get("properties", {}) or {}
+    path_args = set(re.findall(r"{(\w+)}", tool.endpoint_template if tool else ""))
+    move = _argument_move(facts, parsed, properties, path_args)
+    if move is not None:
+        return move
+    examples = _accepted_examples(facts)
+    named = [f for f in parsed.fields if f in facts.action_input]
+    general = parsed.hints_for(None)
+    suspects = named or [
+        name
+        for name, value in facts.action_input.items()
+        if Target.build(value, general, examples.get(name, [])).has_evidence()
+    ]
+    for name in suspects:
+        value = facts.action_input[name]
+        hints = parsed.hints_for(name) if name in named else general
+        found = chain_for(value, Target.build(value, hints, examples.get(name, [])))
+        if found is None:
+            continue
+        transform, steps = found
+        branch: dict[str, Any] = {"field": name}
+        if transform:
+            branch["transform"] = transform
+        else:
+            branch["steps"] = steps
+        ops = ", ".join(step["op"].replace("_", " ") for step in steps)
+        return _evidence_proposal(
+            facts,
+            branch,
+            f"{facts.tool} refuses {name} in the form it was sent",
+            f"Rewrite {name} ({ops}) before calling {facts.tool}",
+            f"action_input.{name}",
+        )
+    return None
+
+
 ANALYZERS = (
+    analyze_from_evidence,
     analyze_type_mismatch,
     analyze_missing_field,
     analyze_name_for_id,
