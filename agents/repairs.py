@@ -1144,3 +1144,49 @@ def dotted_get(data: Any, path: str) -> Any:
         else:
             return None
     return current
+
+
+# --- for constrained decoding ---------------------------------------------------------
+_STRING: dict[str, Any] = {"type": "string"}
+_KEY_SCHEMAS: dict[str, dict[str, Any]] = {
+    "optional": {"type": "boolean"},
+    "ignore_case": {"type": "boolean"},
+    "must_match": {"type": "boolean"},
+    "digits_only": {"type": "boolean"},
+    "overwrite": {"type": "boolean"},
+    "width": {"type": "integer"},
+    "count": {"type": "integer"},
+    "group": {"type": "integer"},
+    "round": {"type": "integer"},
+    "factor": {"type": "number"},
+    "map": {"type": "object"},
+    "in": {"type": "string", "enum": list(LOCATIONS)},
+    "otherwise": {"type": "string", "enum": ["fail", "keep"]},
+}
+_OP_KEY_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
+    ("case", "to"): {"type": "string", "enum": list(CASES)},
+    ("coerce", "to"): {"type": "string", "enum": list(COERCIONS)},
+    ("add", "from"): {"type": "string", "enum": list(SOURCES)},
+    ("add", "value"): {"type": ["string", "number", "boolean"]},
+    ("separators", "from"): {"anyOf": [_STRING, {"type": "array", "items": _STRING}]},
+    ("date_format", "from"): {"anyOf": [_STRING, {"type": "array", "items": _STRING}]},
+}
+
+
+def repair_steps_json_schema() -> dict[str, Any]:
+    """A JSON Schema of a step list (one object shape per op), so a model's typed output
+    can cover the whole vocabulary; ``repair_steps_parse`` still checks the values."""
+    shapes = []
+    for op, (required, optional, _build) in _PARSERS.items():
+        properties: dict[str, Any] = {"op": {"type": "string", "enum": [op]}}
+        for key in (*required, *optional, "optional"):
+            properties[key] = _OP_KEY_SCHEMAS.get((op, key)) or _KEY_SCHEMAS.get(key, _STRING)
+        shapes.append(
+            {
+                "type": "object",
+                "properties": properties,
+                "required": ["op", *required],
+                "additionalProperties": False,
+            }
+        )
+    return {"type": "array", "minItems": 1, "maxItems": MAX_STEPS, "items": {"anyOf": shapes}}

@@ -24,6 +24,7 @@ from agents.llm.base import ChatMessage, LLMError
 from agents.llm.factory import llm_client_build
 from agents.models import Tool
 from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS
+from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
 from policies.error_bodies import ParsedError, error_body_parse
 from policies.evidence import Target, chain_for
@@ -43,6 +44,7 @@ from traces.services import job_finish, job_progress, job_running
 logger = logging.getLogger(__name__)
 
 REFLEXION_HEADING = "# Reflexion analysis"
+REPAIR_OPS = tuple(STEP_TYPES)
 CONSTRAINTS = [
     "The whole run must finish within 3 s.",
     "At most 1 retry of any call.",
@@ -483,7 +485,10 @@ def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[Cha
             '- error_handler: {"tool", "on": error_type, "action": retry_once|degrade_cache|'
             "handover|call_tool}\n"
             '- adapter: {"tool", "field", "transform": digits_to_int|strip|upper|lower|'
-            "numeric_string_to_int}",
+            'numeric_string_to_int} and/or "steps": a list of repair steps, each {"op": ...}: '
+            + ", ".join(REPAIR_OPS)
+            + ' (e.g. [{"op": "strip_prefix", "value": "#W"}, {"op": "rename", "from": "q", '
+            '"to": "query"}])',
             "## Instructions\nAs a senior SRE, name the concrete field of this trace that caused "
             "the failure (5W1H), and one machine-applicable branch. Cite only fields and trace "
             "ids shown above. root_cause has at most 15 words, strategy_update at most 20. "
@@ -543,8 +548,9 @@ def reflexion_json_schema(tool_names: list[str]) -> dict[str, Any]:
                 "tool": tool,
                 "field": text,
                 "transform": {"type": "string", "enum": list(TRANSFORMS)},
+                "steps": repair_steps_json_schema(),
             },
-            ["tool", "field", "transform"],
+            ["tool"],
         ),
     ]
     return {

@@ -7,15 +7,18 @@ import json
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from agents.policy_runtime import AdapterRule, apply_adapters, fired_locations
 from agents.repairs import (
+    STEP_TYPES,
     RepairContext,
     RepairNotApplicable,
     regex_problem,
     repair_apply,
     repair_attempt,
     repair_steps_data,
+    repair_steps_json_schema,
     repair_steps_parse,
 )
 
@@ -268,6 +271,25 @@ def test_steps_round_trip_through_their_data() -> None:
         {"op": "scale", "field": "amount", "factor": 100, "round": 0},
     ]
     assert repair_steps_data(repair_steps_parse(data)) == data
+
+
+def test_the_json_schema_covers_every_op_and_accepts_what_parses() -> None:
+    schema = repair_steps_json_schema()
+    Draft202012Validator.check_schema(schema)
+    validator = Draft202012Validator(schema)
+    ops = [shape["properties"]["op"]["enum"][0] for shape in schema["items"]["anyOf"]]
+    assert ops == list(STEP_TYPES)
+    data = [
+        {"op": "case", "field": "s", "to": "lower"},
+        {"op": "coerce", "field": "n", "to": "integer", "digits_only": True},
+        {"op": "separators", "field": "s", "from": ["-", "_"], "to": ""},
+        {"op": "rename", "from": "q", "to": "query", "in": "query"},
+        {"op": "add", "name": "v", "from": "value", "value": 2, "optional": True},
+    ]
+    repair_steps_parse(data)
+    assert validator.is_valid(data)
+    assert not validator.is_valid([{"op": "case", "field": "s", "to": "shout"}])
+    assert not validator.is_valid([{"op": "trim", "field": "s", "colour": "red"}])
 
 
 # --- the policy adapter ------------------------------------------------------------------
