@@ -27,6 +27,7 @@ _PLAIN_WORDS = {
     "RESOURCE_NOT_FOUND": "not found",
     "TOOL_SUSPENDED": "a service that is paused",
     "INTERNAL_SERVER_ERROR": "a server problem",
+    "SERVICE_UNAVAILABLE": "a service that is temporarily unavailable",
 }
 _GENERIC_WORDS = "a technical problem"
 

@@ -86,6 +86,9 @@ class ValidatedCall:
     tool: ToolSnapshot
     arguments: dict[str, Any]
     adapters_fired: list[dict[str, Any]]
+    # Where arguments a policy repair renamed or added go ("path", "query", "body"),
+    # over the tool's own param_locations.
+    param_locations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -259,10 +262,17 @@ class ToolExecutor:
         request_kwargs: dict[str, Any] = {"timeout": tool.timeout_seconds}
         if headers:
             request_kwargs["headers"] = headers
-        if tool.param_locations:
+        locations = dict(tool.param_locations)
+        if call.param_locations:
+            if not locations:
+                # The default placement made explicit, so a repair can move one argument.
+                default = "query" if tool.method == "GET" else "body"
+                locations = {name: default for name in rest}
+            locations.update(call.param_locations)
+        if locations:
             # Imported tools record where each argument goes; an unlisted one goes nowhere.
-            query_args = {k: v for k, v in rest.items() if tool.param_locations.get(k) == "query"}
-            body_args = {k: v for k, v in rest.items() if tool.param_locations.get(k) == "body"}
+            query_args = {k: v for k, v in rest.items() if locations.get(k) == "query"}
+            body_args = {k: v for k, v in rest.items() if locations.get(k) == "body"}
         elif tool.method == "GET":
             query_args, body_args = rest, {}
         else:

@@ -6,18 +6,40 @@ reads it. Each rule carries its strategy id so every Step can record what fired.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-# Transforms an adapter strategy may apply to one argument after validation.
-TRANSFORMS = {
-    "digits_to_int": lambda v: int(re.sub(r"\D", "", str(v))) if re.search(r"\d", str(v)) else v,
-    "strip": lambda v: v.strip() if isinstance(v, str) else v,
-    "upper": lambda v: v.upper() if isinstance(v, str) else v,
-    "lower": lambda v: v.lower() if isinstance(v, str) else v,
-    "numeric_string_to_int": lambda v: int(v) if isinstance(v, str) and v.strip().isdigit() else v,
+from agents.repairs import (
+    RepairContext,
+    Step,
+    repair_attempt,
+    repair_steps_parse,
+)
+from agents.repairs import (
+    dotted_get as dotted_get,  # re-exported: pre-conditions read lookup results with it
+)
+
+# Named transforms an adapter strategy may apply to its field: each is a chain of repair
+# steps (``agents.repairs``) without a field, which the rule's field fills in. A value the
+# chain cannot transform (no digits, not text) is left as it is.
+TRANSFORMS: dict[str, list[dict[str, Any]]] = {
+    "digits_to_int": [{"op": "coerce", "to": "integer", "digits_only": True}],
+    "strip": [{"op": "trim"}],
+    "upper": [{"op": "case", "to": "upper"}],
+    "lower": [{"op": "case", "to": "lower"}],
+    "numeric_string_to_int": [{"op": "coerce", "to": "integer"}],
 }
+
+
+@lru_cache(maxsize=256)
+def transform_steps(name: str, field: str) -> tuple[Step, ...]:
+    """The steps of the named transform ``name`` on ``field``; () for an unknown name."""
+    if name not in TRANSFORMS or not field:
+        return ()
+    return tuple(repair_steps_parse(TRANSFORMS[name], field=field))
+
 
 ERROR_HANDLER_ACTIONS = ("retry_once", "degrade_cache", "handover", "call_tool")
 
@@ -33,9 +55,24 @@ class HintRule:
 
 @dataclass(frozen=True)
 class AdapterRule:
+    """A named ``transform`` of ``field`` and/or a chain of repair ``steps`` (value
+    transforms and argument moves), applied all or nothing: the named transform first."""
+
     strategy_id: int
     field: str
-    transform: str
+    transform: str = ""
+    steps: tuple[Step, ...] = ()
+
+    @property
+    def chain(self) -> tuple[Step, ...]:
+        named = transform_steps(self.transform, self.field) if self.transform else ()
+        return (*named, *self.steps)
+
+    @property
+    def label(self) -> str:
+        if self.transform and not self.steps:
+            return self.transform
+        return "+".join(step.op for step in self.chain)
 
 
 @dataclass(frozen=True)
@@ -95,46 +132,53 @@ class RuntimePolicy:
 EMPTY_POLICY = RuntimePolicy()
 
 
-def dotted_get(data: Any, path: str) -> Any:
-    """``results.0.skus.0.sku`` → the value, or None when any hop is missing."""
-    current = data
-    for part in path.split("."):
-        if isinstance(current, list):
-            if not part.isdigit() or int(part) >= len(current):
-                return None
-            current = current[int(part)]
-        elif isinstance(current, dict):
-            if part not in current:
-                return None
-            current = current[part]
-        else:
-            return None
-    return current
-
-
 def apply_adapters(
-    rules: tuple[AdapterRule, ...], arguments: dict[str, Any]
+    rules: tuple[AdapterRule, ...],
+    arguments: dict[str, Any],
+    context: RepairContext | None = None,
+    *,
+    tool_locations: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Apply adapter strategies; return the new arguments and what fired."""
+    """Apply adapter strategies in order; return the new arguments and what fired.
+
+    Each rule's chain applies all or nothing; one that cannot apply (or changes nothing)
+    leaves the arguments as they were and does not fire. A fired rule that moved an
+    argument to a location records it under ``locations`` (see ``fired_locations``)."""
     result = dict(arguments)
     fired: list[dict[str, Any]] = []
     for rule in rules:
-        if rule.field not in result or rule.transform not in TRANSFORMS:
+        chain = rule.chain
+        if not chain:
             continue
-        before = result[rule.field]
-        after = TRANSFORMS[rule.transform](before)
-        if after != before:
-            result[rule.field] = after
-            fired.append(
-                {
-                    "strategy": rule.strategy_id,
-                    "adapter": f"policy:{rule.transform}",
-                    "path": rule.field,
-                    "before": before,
-                    "after": after,
-                }
-            )
+        outcome = repair_attempt(chain, result, context, tool_locations=tool_locations)
+        if not outcome.applied or not outcome.changed:
+            continue
+        before, result = result, outcome.arguments
+        if outcome.changed == (rule.field,) and rule.field in before:
+            was, now = before[rule.field], result[rule.field]
+        else:
+            was = {name: before[name] for name in outcome.changed if name in before}
+            now = {name: result[name] for name in outcome.changed if name in result}
+        entry = {
+            "strategy": rule.strategy_id,
+            "adapter": f"policy:{rule.label}",
+            "path": rule.field if outcome.changed == (rule.field,) else ",".join(outcome.changed),
+            "before": was,
+            "after": now,
+        }
+        if outcome.locations:
+            entry["locations"] = dict(outcome.locations)
+        fired.append(entry)
     return result, fired
+
+
+def fired_locations(fired: list[dict[str, Any]], arguments: Mapping[str, Any]) -> dict[str, str]:
+    """Where the arguments that fired adapters moved or added must be sent (the later
+    adapter wins); only arguments still present count."""
+    locations: dict[str, str] = {}
+    for entry in fired:
+        locations.update(entry.get("locations") or {})
+    return {name: where for name, where in locations.items() if name in arguments}
 
 
 def substitute(template: dict[str, Any], value: Any) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from agents.policy_runtime import (
     RuntimePolicy,
     apply_adapters,
     dotted_get,
+    fired_locations,
     substitute,
 )
 from agents.prompts import (
@@ -52,6 +53,7 @@ from agents.prompts import (
     reasoning_messages,
     reflection_messages,
 )
+from agents.repairs import RepairContext
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
 from traces.models import Trace
 from traces.records import StepRecord
@@ -623,9 +625,15 @@ class AgentRun:
     def _apply_policy_inputs(self, call: ValidatedCall) -> ValidatedCall | ValidationFailure:
         """Policy adapters transform the input; policy validation rules then check it."""
         tool = call.tool.name
-        arguments, fired = apply_adapters(self.policy.adapters.get(tool, ()), call.arguments)
+        arguments, fired = apply_adapters(
+            self.policy.adapters.get(tool, ()),
+            call.arguments,
+            self._repair_context(),
+            tool_locations=call.tool.param_locations,
+        )
         self._applied += [{"id": f["strategy"], "kind": "adapter"} for f in fired]
         adapters_fired = [*call.adapters_fired, *fired]
+        locations = {**call.param_locations, **fired_locations(fired, arguments)}
         for rule in self.policy.validation_rules.get(tool, ()):
             self._applied.append({"id": rule.strategy_id, "kind": "validation_rule"})
             issues = validate_arguments(schema=rule.schema, arguments=arguments)
@@ -639,7 +647,22 @@ class AgentRun:
                     f"policy rule S{rule.strategy_id}: {detail}",
                     adapters_fired,
                 )
-        return ValidatedCall(tool=call.tool, arguments=arguments, adapters_fired=adapters_fired)
+        return ValidatedCall(
+            tool=call.tool,
+            arguments=arguments,
+            adapters_fired=adapters_fired,
+            param_locations=locations,
+        )
+
+    def _repair_context(self) -> RepairContext:
+        """What a repair step may add an argument from: the query, the customer and the
+        results of this run's successful calls so far (its key facts)."""
+        facts = tuple(
+            (rnd.action, rnd.observation)
+            for rnd in self.memory.rounds
+            if rnd.ok and rnd.observation and rnd.action != FINAL_ANSWER
+        )
+        return RepairContext(query=self.query, customer_id=self.customer_id, facts=facts)
 
     async def _reject(
         self,
@@ -775,7 +798,9 @@ class AgentRun:
             for name, transform in handler.transform.items():
                 if name in arguments:
                     arguments, _ = apply_adapters(
-                        (AdapterRule(handler.strategy_id, name, transform),), arguments
+                        (AdapterRule(handler.strategy_id, name, transform),),
+                        arguments,
+                        self._repair_context(),
                     )
             retry = self.executor.validate(call.tool.name, arguments)
             if not isinstance(retry, ValidationFailure):

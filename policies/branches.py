@@ -27,6 +27,10 @@ from agents.policy_runtime import (
     RuntimePolicy,
     ValidationRule,
 )
+from agents.repairs import (
+    repair_steps_describe,
+    repair_steps_parse,
+)
 
 KINDS = ("pre_condition", "validation_rule", "error_handler", "adapter", "prompt_hint")
 
@@ -35,14 +39,14 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "pre_condition": ("arg", "not_pattern", "call", "input", "take", "assign"),
     "validation_rule": ("schema",),
     "error_handler": ("on", "action"),
-    "adapter": ("field", "transform"),
+    "adapter": (),
     "prompt_hint": ("text",),
 }
 _OPTIONAL: dict[str, tuple[str, ...]] = {
     "pre_condition": (),
     "validation_rule": (),
     "error_handler": ("call", "input", "transform", "max_retries"),
-    "adapter": (),
+    "adapter": ("field", "transform", "steps"),
     "prompt_hint": ("error_type",),
 }
 _SCOPE = ("tool", "intent")
@@ -55,6 +59,12 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
     if not isinstance(branch, dict):
         return ["branch must be a mapping"]
     errors = [f"missing {key!r}" for key in _REQUIRED[kind] if key not in branch]
+    if kind == "adapter":
+        # A named transform needs the field it applies to; steps may name their own.
+        if "transform" not in branch and "steps" not in branch:
+            errors.append("missing 'transform'" + (" or 'steps'" if "field" not in branch else ""))
+        elif "transform" in branch and "field" not in branch:
+            errors.append("missing 'field'")
     allowed = set(_REQUIRED[kind]) | set(_OPTIONAL[kind]) | set(_SCOPE)
     errors += [f"unexpected key {key!r}" for key in sorted(set(branch) - allowed)]
     if errors:
@@ -105,8 +115,15 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
         if int(branch.get("max_retries", 1)) > 1:
             errors.append("at most 1 retry is allowed")
     elif kind == "adapter":
-        if not isinstance(branch["transform"], str) or branch["transform"] not in TRANSFORMS:
+        if "transform" in branch and (
+            not isinstance(branch["transform"], str) or branch["transform"] not in TRANSFORMS
+        ):
             errors.append(f"transform must be one of {', '.join(sorted(TRANSFORMS))}")
+        if "steps" in branch:
+            try:
+                repair_steps_parse(branch["steps"], field=branch.get("field"))
+            except ValueError as exc:
+                errors.append(f"steps: {exc}")
     elif kind == "prompt_hint":
         text = branch["text"]
         if not isinstance(text, str) or not 8 <= len(text.strip()) <= 300:
@@ -126,10 +143,30 @@ def branch_slot(kind: str, branch: dict[str, Any]) -> str:
         "pre_condition": branch.get("assign", ""),
         "validation_rule": json.dumps(branch.get("schema", {}), sort_keys=True)[:60],
         "error_handler": branch.get("on", ""),
-        "adapter": branch.get("field", ""),
+        "adapter": branch.get("field", "") or _steps_names(branch.get("steps")),
         "prompt_hint": branch.get("error_type", "") or branch.get("text", "")[:40],
     }[kind]
     return f"{kind}|{branch.get('tool', '')}|{branch.get('intent', '')}|{key}"
+
+
+def _steps_names(steps: Any) -> str:
+    """The arguments a steps-only adapter touches (its slot when it names no field)."""
+    try:
+        parsed = repair_steps_parse(steps)
+    except ValueError:
+        return ""
+    return ",".join(sorted({name for step in parsed for name in step.names()}))
+
+
+def adapter_rule(strategy_id: int, branch: dict[str, Any]) -> AdapterRule:
+    """The AdapterRule of a valid adapter branch (a named transform, steps, or both)."""
+    field = branch.get("field", "")
+    steps = (
+        tuple(repair_steps_parse(branch["steps"], field=field or None))
+        if branch.get("steps")
+        else ()
+    )
+    return AdapterRule(strategy_id, field, branch.get("transform", ""), steps)
 
 
 def runtime_policy_compile(
@@ -156,7 +193,7 @@ def runtime_policy_compile(
                 )
             )
         elif kind == "adapter":
-            adapters[tool].append(AdapterRule(strategy_id, branch["field"], branch["transform"]))
+            adapters[tool].append(adapter_rule(strategy_id, branch))
         elif kind == "validation_rule":
             rules[tool].append(ValidationRule(strategy_id, branch["schema"]))
         elif kind == "pre_condition":
@@ -279,8 +316,17 @@ def branch_describe(kind: str, branch: Any) -> str:
             )
         return f"When {tool}{scope} fails with {branch['on']}: {action}."
     if kind == "adapter":
-        how = _TRANSFORM_WORDS.get(branch["transform"], branch["transform"])
-        return f"Before calling {tool}{scope}: in {branch['field']}, {how}."
+        parts = []
+        if branch.get("transform"):
+            how = _TRANSFORM_WORDS.get(branch["transform"], branch["transform"])
+            parts.append(f"in {branch['field']}, {how}")
+        if branch.get("steps"):
+            parts.append(
+                repair_steps_describe(
+                    repair_steps_parse(branch["steps"], field=branch.get("field") or None)
+                )
+            )
+        return f"Before calling {tool}{scope}: {'; then '.join(parts)}."
     target = f"about {tool}" if tool else "on every request"
     return f"Tells the model {target}{scope}: “{branch['text'].strip()}”"
 
@@ -300,6 +346,7 @@ _FIELD_LABELS = {
     "take": "Takes from the result",
     "assign": "As argument",
     "transform": "Transform",
+    "steps": "Steps",
     "max_retries": "At most retries",
     "schema": "Input",
     "text": "Hint text",
@@ -322,6 +369,10 @@ def branch_fields(kind: str, branch: Any) -> list[tuple[str, str]]:
             text = _HANDLER_WORDS.get(value, value).format(call=branch.get("call", ""))
         elif key == "transform" and isinstance(value, str):
             text = _TRANSFORM_WORDS.get(value, value)
+        elif key == "steps" and kind == "adapter" and not branch_errors(kind, branch):
+            text = repair_steps_describe(
+                repair_steps_parse(value, field=branch.get("field") or None)
+            )
         elif key == "transform" and isinstance(value, dict):
             text = ", ".join(f"{n}: {_TRANSFORM_WORDS.get(h, str(h))}" for n, h in value.items())
         elif isinstance(value, dict):

@@ -58,7 +58,7 @@ _BRANCH_KEY_ORDER: dict[str, tuple[str, ...]] = {
         "transform",
         "max_retries",
     ),
-    "adapter": ("tool", "intent", "field", "transform"),
+    "adapter": ("tool", "intent", "field", "transform", "steps"),
     "prompt_hint": ("tool", "intent", "text", "error_type"),
 }
 

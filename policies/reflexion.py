@@ -24,7 +24,10 @@ from agents.llm.base import ChatMessage, LLMError
 from agents.llm.factory import llm_client_build
 from agents.models import Tool
 from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS
+from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
+from policies.error_bodies import ParsedError, error_body_parse
+from policies.evidence import Target, chain_for
 from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
 from policies.services import (
@@ -41,6 +44,7 @@ from traces.services import job_finish, job_progress, job_running
 logger = logging.getLogger(__name__)
 
 REFLEXION_HEADING = "# Reflexion analysis"
+REPAIR_OPS = tuple(STEP_TYPES)
 CONSTRAINTS = [
     "The whole run must finish within 3 s.",
     "At most 1 retry of any call.",
@@ -147,6 +151,10 @@ def failures_of_trace(trace: Trace) -> list[FailureFacts]:
 
 
 # --- deterministic analyzers ---------------------------------------------------------
+# Failures on the upstream's side that a cached result can stand in for.
+UPSTREAM_FAILURES = ("TIMEOUT", "INTERNAL_SERVER_ERROR", "SERVICE_UNAVAILABLE")
+
+
 def _body_json(facts: FailureFacts) -> dict[str, Any]:
     for text in (facts.response_summary, facts.error_detail):
         try:
@@ -243,8 +251,9 @@ def analyze_name_for_id(facts: FailureFacts) -> Proposal | None:
 
 
 def analyze_upstream_failure(facts: FailureFacts) -> Proposal | None:
-    """TIMEOUT / INTERNAL_SERVER_ERROR -> degrade to cached data (or a human)."""
-    if facts.error_type not in ("TIMEOUT", "INTERNAL_SERVER_ERROR") or not facts.tool:
+    """TIMEOUT / INTERNAL_SERVER_ERROR / SERVICE_UNAVAILABLE -> degrade to cached data (or a
+    human)."""
+    if facts.error_type not in UPSTREAM_FAILURES or not facts.tool:
         return None
     return Proposal(
         kind="error_handler",
@@ -257,7 +266,183 @@ def analyze_upstream_failure(facts: FailureFacts) -> Proposal | None:
     )
 
 
+# HTTP statuses whose body says what was wrong with the request.
+CLIENT_ERRORS = frozenset({400, 404, 409, 422})
+MAX_EXAMPLE_STEPS = 50
+
+
+def _accepted_examples(facts: FailureFacts) -> dict[str, list[Any]]:
+    """Argument values the tool accepted in its recent successful calls (other runs)."""
+    from traces.models import Step
+
+    rows = (
+        Step.objects.filter(tool_name=facts.tool, ok=True, phase="action", action_type="tool")
+        .exclude(trace_id=facts.trace_id)
+        .order_by("-pk")
+        .values_list("action_input", flat=True)[:MAX_EXAMPLE_STEPS]
+    )
+    examples: dict[str, list[Any]] = {}
+    for arguments in rows:
+        for name, value in (arguments or {}).items():
+            examples.setdefault(name, []).append(value)
+    return examples
+
+
+def _key_path(data: Any, key: str, depth: int = 0) -> str | None:
+    """The dotted path of the first scalar ``key`` in a JSON value (breadth first)."""
+    if depth > 4:
+        return None
+    if isinstance(data, dict):
+        if key in data and not isinstance(data[key], dict | list):
+            return key
+        children: list[tuple[str, Any]] = list(data.items())
+    elif isinstance(data, list):
+        children = [(str(i), item) for i, item in enumerate(data[:5])]
+    else:
+        return None
+    for name, child in children:
+        found = _key_path(child, key, depth + 1)
+        if found:
+            return f"{name}.{found}"
+    return None
+
+
+def _missing_value_source(facts: FailureFacts, name: str) -> dict[str, Any] | None:
+    """Where a newly required argument's value can come from: the customer id, or a key
+    of an earlier successful result of the same run."""
+    from traces.models import Step
+
+    trace = Trace.objects.filter(pk=facts.trace_id).only("customer_id").first()
+    if "customer" in name.lower() and trace is not None and trace.customer_id:
+        return {"from": "customer"}
+    earlier = Step.objects.filter(
+        trace_id=facts.trace_id, step_number__lt=facts.step_number, ok=True, action_type="tool"
+    ).order_by("-step_number")
+    for step in earlier.only("tool_name", "response_summary"):
+        try:
+            data = json.loads(step.response_summary)
+        except (TypeError, ValueError):
+            continue
+        path = _key_path(data, name)
+        if path:
+            return {"from": "fact", "tool": step.tool_name, "path": path}
+    return None
+
+
+def _evidence_proposal(
+    facts: FailureFacts, branch: dict[str, Any], root_cause: str, update: str, cited: str
+) -> Proposal:
+    return Proposal(
+        kind="adapter",
+        branch={"tool": facts.tool, **branch},
+        root_cause=root_cause,
+        strategy_update=update,
+        origin="analyzer:evidence",
+        cited_trace_ids=[facts.trace_id],
+        cited_fields=["status_code", "response_summary", *([cited] if cited else [])],
+    )
+
+
+def _argument_move(
+    facts: FailureFacts, parsed: ParsedError, properties: dict[str, Any], path_args: set[str]
+) -> Proposal | None:
+    """A parameter the API now names differently (rename), or a new required one whose
+    value the run has (add)."""
+    sent = facts.action_input
+    for item in parsed.items:
+        hints = item.hints
+        unknown = hints.unknown_name if hints.unknown_name in sent else None
+        wanted = hints.suggested_name
+        if wanted is None and hints.required and item.field and item.field not in sent:
+            wanted = item.field
+        if not wanted or wanted in sent or wanted in properties:
+            continue
+        if unknown is None:
+            # Which argument did the API rename? Only an unambiguous one.
+            loose = [n for n in sent if n not in path_args and n != wanted]
+            named = [n for n in loose if not any(i.field == n for i in parsed.items)]
+            unknown = named[0] if len(named) == 1 else None
+        if unknown is not None:
+            step: dict[str, Any] = {"op": "rename", "from": unknown, "to": wanted}
+            if item.location in ("query", "body", "path"):
+                step["in"] = item.location
+            return _evidence_proposal(
+                facts,
+                {"steps": [step]},
+                f"{facts.tool} now calls argument {unknown} {wanted}",
+                f"Send {unknown} as {wanted} when calling {facts.tool}",
+                f"action_input.{unknown}",
+            )
+        source = _missing_value_source(facts, wanted)
+        if source is not None:
+            add = {"op": "add", "name": wanted, **source}
+            if item.location in ("query", "body"):
+                add["in"] = item.location
+            return _evidence_proposal(
+                facts,
+                {"steps": [add]},
+                f"{facts.tool} now requires {wanted}, which the run already knows",
+                f"Add {wanted} from the {source['from']} when calling {facts.tool}",
+                "",
+            )
+    return None
+
+
+def analyze_from_evidence(facts: FailureFacts) -> Proposal | None:
+    """A client error whose body, read in any common layout, says what the API wants
+    (a case, a format, a prefix, a new name, a new required argument), or whose refused
+    value differs in shape from what the tool accepted in its recent successful calls ->
+    the simplest repair chain of the vocabulary that satisfies that evidence.
+
+    The sandbox's own integer layout stays with ``analyze_type_mismatch``, a name sent
+    where an id belongs with ``analyze_name_for_id``."""
+    if not facts.tool or facts.status_code not in CLIENT_ERRORS or not facts.action_input:
+        return None
+    if analyze_type_mismatch(facts) is not None:
+        return None
+    if facts.status_code == 404 and analyze_name_for_id(facts) is not None:
+        return None  # a name where an id belongs: a lookup, not a rewrite
+    text = facts.response_summary or facts.error_detail
+    parsed = error_body_parse(facts.status_code, {}, text)
+    tool = Tool.objects.filter(name=facts.tool).only("params_schema", "endpoint_template").first()
+    properties = ((tool.params_schema if tool else {}) or {}).get("properties", {}) or {}
+    path_args = set(re.findall(r"{(\w+)}", tool.endpoint_template if tool else ""))
+    move = _argument_move(facts, parsed, properties, path_args)
+    if move is not None:
+        return move
+    examples = _accepted_examples(facts)
+    named = [f for f in parsed.fields if f in facts.action_input]
+    general = parsed.hints_for(None)
+    suspects = named or [
+        name
+        for name, value in facts.action_input.items()
+        if Target.build(value, general, examples.get(name, [])).has_evidence()
+    ]
+    for name in suspects:
+        value = facts.action_input[name]
+        hints = parsed.hints_for(name) if name in named else general
+        found = chain_for(value, Target.build(value, hints, examples.get(name, [])))
+        if found is None:
+            continue
+        transform, steps = found
+        branch: dict[str, Any] = {"field": name}
+        if transform:
+            branch["transform"] = transform
+        else:
+            branch["steps"] = steps
+        ops = ", ".join(step["op"].replace("_", " ") for step in steps)
+        return _evidence_proposal(
+            facts,
+            branch,
+            f"{facts.tool} refuses {name} in the form it was sent",
+            f"Rewrite {name} ({ops}) before calling {facts.tool}",
+            f"action_input.{name}",
+        )
+    return None
+
+
 ANALYZERS = (
+    analyze_from_evidence,
     analyze_type_mismatch,
     analyze_missing_field,
     analyze_name_for_id,
@@ -300,7 +485,10 @@ def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[Cha
             '- error_handler: {"tool", "on": error_type, "action": retry_once|degrade_cache|'
             "handover|call_tool}\n"
             '- adapter: {"tool", "field", "transform": digits_to_int|strip|upper|lower|'
-            "numeric_string_to_int}",
+            'numeric_string_to_int} and/or "steps": a list of repair steps, each {"op": ...}: '
+            + ", ".join(REPAIR_OPS)
+            + ' (e.g. [{"op": "strip_prefix", "value": "#W"}, {"op": "rename", "from": "q", '
+            '"to": "query"}])',
             "## Instructions\nAs a senior SRE, name the concrete field of this trace that caused "
             "the failure (5W1H), and one machine-applicable branch. Cite only fields and trace "
             "ids shown above. root_cause has at most 15 words, strategy_update at most 20. "
@@ -360,8 +548,9 @@ def reflexion_json_schema(tool_names: list[str]) -> dict[str, Any]:
                 "tool": tool,
                 "field": text,
                 "transform": {"type": "string", "enum": list(TRANSFORMS)},
+                "steps": repair_steps_json_schema(),
             },
-            ["tool", "field", "transform"],
+            ["tool"],
         ),
     ]
     return {

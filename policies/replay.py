@@ -19,11 +19,13 @@ from agents.policy_runtime import (
     AdapterRule,
     apply_adapters,
     dotted_get,
+    fired_locations,
     substitute,
 )
 from agents.prompts import canonical_json
+from agents.repairs import RepairContext
 from agents.runtime import call_signature
-from policies.branches import runtime_policy_compile
+from policies.branches import adapter_rule, runtime_policy_compile
 from policies.selectors import runtime_policy_for_run
 from traces.models import Job, Trace
 from traces.services import job_finish, job_progress, job_running
@@ -53,16 +55,25 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
             max_redirects=settings.TOOL_MAX_REDIRECTS,
         )
         arguments = dict(facts.action_input)
+        context = await sync_to_async(_repair_context)(facts)
         if proposal.kind == "adapter":
-            rule = AdapterRule(0, branch["field"], branch["transform"])
-            arguments, fired = apply_adapters((rule,), arguments)
-            if not fired:
-                return False, "the adapter does not change the recorded input"
             checked = executor.validate(facts.tool, facts.action_input)
             if isinstance(checked, ValidationFailure):
                 return False, f"{checked.code}: {checked.detail}"
+            # As the runtime does: the adapter runs on the validated input.
+            rule = adapter_rule(0, branch)
+            arguments, fired = apply_adapters(
+                (rule,), checked.arguments, context, tool_locations=checked.tool.param_locations
+            )
+            if not fired:
+                return False, "the adapter does not change the recorded input"
             result = await executor.execute(
-                type(checked)(tool=checked.tool, arguments=arguments, adapters_fired=[])
+                type(checked)(
+                    tool=checked.tool,
+                    arguments=arguments,
+                    adapters_fired=[],
+                    param_locations=fired_locations(fired, arguments),
+                )
             )
             return result.ok, f"{facts.tool} {canonical_json(arguments)} -> {result.status_code}"
         if proposal.kind == "pre_condition":
@@ -104,12 +115,38 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
 
             if action == "retry_once":
                 for name, transform in branch.get("transform", {}).items():
-                    arguments, _ = apply_adapters((AdapterRule(0, name, transform),), arguments)
+                    arguments, _ = apply_adapters(
+                        (AdapterRule(0, name, transform),), arguments, context
+                    )
                 return await _call(executor, facts.tool, arguments)
             if action == "call_tool":
                 first = next(iter(arguments.values()), "")
                 return await _call(executor, branch["call"], substitute(branch["input"], first))
     return False, f"cannot replay a {proposal.kind}"
+
+
+def _repair_context(facts: FailureFacts) -> RepairContext:
+    """The context the runtime had at the failing step: the run's query, its customer and
+    the results of its successful calls before that step."""
+    from traces.models import Step, Trace
+
+    trace = Trace.objects.filter(pk=facts.trace_id).only("query", "customer_id").first()
+    steps = Step.objects.filter(
+        trace_id=facts.trace_id,
+        step_number__lt=facts.step_number,
+        phase="action",
+        action_type="tool",
+        ok=True,
+    ).order_by("step_number")
+    return RepairContext(
+        query=facts.query,
+        customer_id=(trace.customer_id or "") if trace else "",
+        facts=tuple(
+            (step.tool_name, step.response_summary)
+            for step in steps.only("tool_name", "response_summary")
+            if step.response_summary
+        ),
+    )
 
 
 def _replay_run(proposal: Proposal, facts: FailureFacts, *, job_id: int) -> tuple[bool, str, str]:

@@ -145,6 +145,9 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
         T.UNAUTHORIZED,
         exception_class="CREDENTIAL_MISSING",
     ),
+    # A 503 says "not now" (often with Retry-After), unlike a 500: its own class, so a
+    # strategy may wait and retry on it while a 500 still degrades.
+    _rule(59, "503 service unavailable", H, T.SERVICE_UNAVAILABLE, status=(503, 503)),
     _rule(
         60,
         "4xx naming a type mismatch",

@@ -97,6 +97,47 @@ def test_adapter_strategy_converts_the_id_the_drifted_api_requires(
     assert {"id": adapter.pk, "kind": "adapter"} in action.strategies_applied
 
 
+def test_adapter_steps_repair_the_call_the_drifted_api_refuses(
+    agent: Any, openai_server: Any
+) -> None:
+    faultrule_set(endpoint="orders", drift="require_int_id")
+    adapter = publish(
+        "adapter",
+        {
+            "tool": "get_order",
+            "field": "order_id",
+            "steps": [{"op": "strip_prefix", "value": "#W"}, {"op": "coerce", "to": "integer"}],
+        },
+    )
+    order = Order.objects.first()
+    assert order is not None and order.order_id.startswith("#W")
+    script = [
+        reason("get_order", {"order_id": order.order_id}),
+        reflect(),
+        answer(f"Order {order.order_id} is {order.status}."),
+    ]
+    openai_server.enqueue(*script)
+    trace, _ = run_query(agent, f"Where is my order {order.order_id}?")
+    action = trace.steps.get(phase="action")
+    assert action.ok and action.status_code == 200
+    assert action.action_input == {"order_id": order.numeric_id}
+    assert action.adapters_fired[-1] == {
+        "strategy": adapter.pk,
+        "adapter": "policy:strip_prefix+coerce",
+        "path": "order_id",
+        "before": order.order_id,
+        "after": order.numeric_id,
+    }
+    assert {"id": adapter.pk, "kind": "adapter"} in action.strategies_applied
+    # Without the strategy the same call is refused: the steps made the difference.
+    Strategy.objects.filter(pk=adapter.pk).update(status="deprecated")
+    runtime_policy_cache_clear()
+    openai_server.enqueue(*script)
+    trace, _ = run_query(agent, f"Where is my order {order.order_id}?")
+    refused = trace.steps.filter(phase="action").first()
+    assert refused is not None and refused.status_code == 400 and not refused.ok
+
+
 def test_validation_rule_rejects_input_before_the_call(agent: Any, openai_server: Any) -> None:
     rule = publish(
         "validation_rule",

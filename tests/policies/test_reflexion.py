@@ -87,9 +87,14 @@ def test_not_found_on_a_wellformed_id_is_left_to_the_llm(failed_trace: Any) -> N
     assert analyze_name_for_id(facts) is None
 
 
-@pytest.mark.parametrize("error_type", ["TIMEOUT", "INTERNAL_SERVER_ERROR"])
-def test_upstream_failures_become_a_degrade_handler(failed_trace: Any, error_type: str) -> None:
-    facts = failures_of_trace(failed_trace(status_code=500, error_type=error_type))[0]
+@pytest.mark.parametrize(
+    ("error_type", "status"),
+    [("TIMEOUT", 504), ("INTERNAL_SERVER_ERROR", 500), ("SERVICE_UNAVAILABLE", 503)],
+)
+def test_upstream_failures_become_a_degrade_handler(
+    failed_trace: Any, error_type: str, status: int
+) -> None:
+    facts = failures_of_trace(failed_trace(status_code=status, error_type=error_type))[0]
     proposal = analyze_upstream_failure(facts)
     assert proposal is not None
     assert proposal.branch == {"tool": "get_order", "on": error_type, "action": "degrade_cache"}

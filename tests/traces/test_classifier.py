@@ -23,7 +23,8 @@ RULES = compile_rules(DEFAULT_ERROR_RULES)
     [
         (ErrorEvent("http", 404, body='{"error":"not_found"}'), "RESOURCE_NOT_FOUND"),
         (ErrorEvent("http", 500, body='{"error":"internal_error"}'), "INTERNAL_SERVER_ERROR"),
-        (ErrorEvent("http", 503), "INTERNAL_SERVER_ERROR"),
+        (ErrorEvent("http", 503), "SERVICE_UNAVAILABLE"),
+        (ErrorEvent("http", 502), "INTERNAL_SERVER_ERROR"),
         (ErrorEvent("http", 401, body='{"error":"unauthorized"}'), "UNAUTHORIZED"),
         (ErrorEvent("http", 403), "UNAUTHORIZED"),
         (ErrorEvent("http", 429), "RATE_LIMITED"),

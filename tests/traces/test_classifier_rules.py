@@ -43,3 +43,33 @@ def test_the_default_rules_are_seeded_into_an_empty_table_once() -> None:
     assert ErrorRule.objects.count() == len(DEFAULT_ERROR_RULES)
     rules = error_rules_load()
     assert [r.position for r in rules] == sorted(r["position"] for r in DEFAULT_ERROR_RULES)
+
+
+@pytest.mark.django_db
+def test_the_migration_gives_an_older_installation_the_503_rule_once() -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("traces.migrations.0012_service_unavailable")
+    # An installation seeded before 503 was its own class: every default but that rule.
+    ErrorRule.objects.filter(error_type="SERVICE_UNAVAILABLE").delete()
+    assert classify_error(ErrorEvent(source="http", status_code=503), error_rules_load()) == (
+        "INTERNAL_SERVER_ERROR"
+    )
+    migration.add_rule(apps, None)
+    migration.add_rule(apps, None)
+    assert ErrorRule.objects.filter(error_type="SERVICE_UNAVAILABLE").count() == 1
+    rules = error_rules_load()
+    assert classify_error(ErrorEvent(source="http", status_code=503), rules) == (
+        "SERVICE_UNAVAILABLE"
+    )
+    assert classify_error(ErrorEvent(source="http", status_code=500), rules) == (
+        "INTERNAL_SERVER_ERROR"
+    )
+    # An empty table is left to errorrules_seed_defaults, which has the rule.
+    ErrorRule.objects.all().delete()
+    migration.add_rule(apps, None)
+    assert not ErrorRule.objects.exists()
+    errorrules_seed_defaults()
+    assert ErrorRule.objects.filter(error_type="SERVICE_UNAVAILABLE").count() == 1

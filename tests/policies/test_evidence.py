@@ -1,0 +1,234 @@
+"""The evidence-driven proposer: from the error body (any layout), the tool's schema and
+the values the tool accepted before, the simplest repair chain the evidence supports."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from agents.repairs import repair_apply, repair_steps_parse
+from policies.branches import branch_errors
+from policies.error_bodies import ErrorHints
+from policies.evidence import Target, chain_for, value_shape
+from policies.reflexion import ANALYZERS, analyze_from_evidence, failures_of_trace
+from traces.models import Step, Trace
+from traces.services import trace_create
+
+
+@pytest.mark.parametrize(
+    ("value", "hints", "examples", "expected"),
+    [
+        ("SHIPPED", ErrorHints(expected_case="lower"), (), [{"op": "case", "to": "lower"}]),
+        (
+            "#W1234567",
+            ErrorHints(),
+            ("1234567", "7654321"),
+            [{"op": "strip_prefix", "value": "#W"}],
+        ),
+        ("1234567", ErrorHints(), ("W1234567", "W7654321"), [{"op": "add_prefix", "value": "W"}]),
+        ("1234", ErrorHints(length=8), (), [{"op": "zero_pad", "width": 8}]),
+        ("1234", ErrorHints(), ("00001111", "00002222"), [{"op": "zero_pad", "width": 8}]),
+        (
+            "31/12/2026",
+            ErrorHints(expected_format="YYYY-MM-DD"),
+            (),
+            [{"op": "date_format", "from": "%d/%m/%Y", "to": "%Y-%m-%d"}],
+        ),
+        (
+            "12/31/2026",
+            ErrorHints(),
+            ("2026-01-02", "2025-11-30"),
+            [{"op": "date_format", "from": "%m/%d/%Y", "to": "%Y-%m-%d"}],
+        ),
+        (
+            "CAP-0001-BL",
+            ErrorHints(),
+            ("HAT_0002_RD",),
+            [{"op": "separators", "from": "-", "to": "_"}],
+        ),
+        (
+            "Express",
+            ErrorHints(allowed_values=("EXPRESS_SHIPPING", "express")),
+            (),
+            [{"op": "case", "to": "lower"}],
+        ),
+        (
+            "W-1234567",
+            ErrorHints(forbidden_prefix="W-"),
+            (),
+            [{"op": "strip_prefix", "value": "W-"}],
+        ),
+        (
+            "#w1234567",
+            ErrorHints(),
+            ("W1234567",),
+            [{"op": "strip_prefix", "value": "#w"}, {"op": "add_prefix", "value": "W"}],
+        ),
+    ],
+)
+def test_the_simplest_chain_the_evidence_accepts(
+    value: Any, hints: ErrorHints, examples: tuple[Any, ...], expected: list[dict[str, Any]]
+) -> None:
+    found = chain_for(value, Target.build(value, hints, examples))
+    assert found is not None
+    _, steps = found
+    assert steps == expected
+    repaired = repair_apply(repair_steps_parse(steps, field="v"), {"v": value})["v"]
+    assert Target.build(value, hints, examples).fits(repaired)
+
+
+def test_no_evidence_no_proposal() -> None:
+    # No hint, and every accepted example looks like the refused value: nothing to go on.
+    assert chain_for("1234567", Target.build("1234567", ErrorHints(), ("7654321",))) is None
+    assert chain_for("abc", Target.build("abc", ErrorHints(), ())) is None
+    # The value already satisfies the evidence: the problem is elsewhere.
+    assert chain_for("abc", Target.build("abc", ErrorHints(expected_case="lower"), ())) is None
+
+
+def test_shapes_collapse_runs_but_keep_punctuation() -> None:
+    assert value_shape("#W1234567") == "#A9{7}"
+    assert value_shape("cap_0001") == "a_9{4}"
+    assert (value_shape(12), value_shape(True)) == ("int", "bool")
+
+
+# --- the analyzer over recorded runs -------------------------------------------------------
+def _accepted(support_agent: Any, tool: str, arguments: dict[str, Any]) -> None:
+    trace = trace_create(agent_id=support_agent.pk, query="earlier", llm_backend="simulated")
+    Step.objects.create(
+        trace=trace,
+        step_number=1,
+        phase="action",
+        action_type="tool",
+        tool_name=tool,
+        action_input=arguments,
+        status_code=200,
+        ok=True,
+        response_summary="{}",
+        started_at=timezone.now(),
+    )
+
+
+def _facts(failed_trace: Any, **kwargs: Any) -> Any:
+    kwargs["body"] = (
+        json.dumps(kwargs["body"]) if not isinstance(kwargs["body"], str) else (kwargs["body"])
+    )
+    [facts] = failures_of_trace(failed_trace(**kwargs))
+    return facts
+
+
+@pytest.mark.django_db
+def test_a_case_the_error_body_asks_for(failed_trace: Any) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="check_inventory",
+        action_input={"sku": "CAP-0001-BL"},
+        error_type="INVALID_PARAMETER",
+        body={"errors": [{"field": "sku", "message": "must be lowercase"}]},
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None and proposal.origin == "analyzer:evidence"
+    assert proposal.kind == "adapter"
+    assert proposal.branch == {"tool": "check_inventory", "field": "sku", "transform": "lower"}
+    assert branch_errors(proposal.kind, proposal.branch) == []
+
+
+@pytest.mark.django_db
+def test_a_prefix_the_accepted_calls_do_without(failed_trace: Any, support_agent: Any) -> None:
+    for number in ("1000002", "1000003"):
+        _accepted(support_agent, "get_order", {"order_id": number})
+    facts = _facts(
+        failed_trace,
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+        body={"detail": "Not found."},
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None
+    assert proposal.branch == {
+        "tool": "get_order",
+        "field": "order_id",
+        "steps": [{"op": "strip_prefix", "value": "#W"}],
+    }
+    assert proposal.cited_fields[-1] == "action_input.order_id"
+
+
+@pytest.mark.django_db
+def test_a_renamed_query_parameter_from_a_fastapi_422(failed_trace: Any) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"query": "cap"},
+        status_code=422,
+        error_type="INVALID_PARAMETER",
+        body={"detail": [{"type": "missing", "loc": ["query", "q"], "msg": "Field required"}]},
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None
+    assert proposal.branch == {
+        "tool": "search_products",
+        "steps": [{"op": "rename", "from": "query", "to": "q", "in": "query"}],
+    }
+
+
+@pytest.mark.django_db
+def test_a_rename_the_message_names(failed_trace: Any) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"query": "cap", "limit": 3},
+        error_type="INVALID_PARAMETER",
+        body={
+            "error": {
+                "message": "Unknown parameter 'query'. Did you mean 'term'?",
+                "param": "query",
+            }
+        },
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None
+    assert proposal.branch["steps"] == [{"op": "rename", "from": "query", "to": "term"}]
+
+
+@pytest.mark.django_db
+def test_a_new_required_argument_the_run_knows(failed_trace: Any) -> None:
+    trace = failed_trace(
+        tool="get_order",
+        action_input={"order_id": "#W1000001"},
+        error_type="MISSING_REQUIRED_FIELD",
+        body=json.dumps({"errors": [{"field": "customer_id", "message": "is required"}]}),
+    )
+    Trace.objects.filter(pk=trace.pk).update(customer_id="C-9")
+    [facts] = failures_of_trace(trace)
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None
+    assert proposal.branch["steps"] == [{"op": "add", "name": "customer_id", "from": "customer"}]
+
+
+@pytest.mark.django_db
+def test_the_sandbox_integer_layout_stays_with_its_own_analyzer(failed_trace: Any) -> None:
+    body = {"error": "type_mismatch", "field": "order_id", "expected_type": "integer"}
+    facts = _facts(failed_trace, body=body)
+    assert analyze_from_evidence(facts) is None
+    assert ANALYZERS[0] is analyze_from_evidence
+    first = next(p for p in (a(facts) for a in ANALYZERS) if p is not None)
+    assert first.origin == "analyzer:type_mismatch"
+
+
+@pytest.mark.django_db
+def test_an_error_with_nothing_to_go_on_is_left_to_the_others(failed_trace: Any) -> None:
+    facts = _facts(
+        failed_trace,
+        error_type="INVALID_PARAMETER",
+        body={"detail": "Bad request"},
+    )
+    assert analyze_from_evidence(facts) is None
+    no_status = _facts(
+        failed_trace,
+        status_code=None,
+        error_type="MISSING_REQUIRED_FIELD",
+        body={"errors": [{"field": "q", "message": "is required"}]},
+    )
+    assert analyze_from_evidence(no_status) is None

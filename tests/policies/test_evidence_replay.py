@@ -1,0 +1,133 @@
+"""Contract changes no code names, learned end to end: a failed call against a real HTTP
+API on loopback goes through Reflexion, the evidence proposer proposes a repair, and the
+replay of that repair against the same API passes (or, when the repair does not help,
+fails and nothing is learned)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agents.models import Tool
+from policies.models import Strategy
+from policies.reflexion import reflexion_run
+from tests.fakes.recording_api import ApiRequest, RecordingAPI
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LOWERCASE_ONLY = {"errors": [{"field": "sku", "message": "must be lowercase"}]}
+RENAMED = {"detail": [{"type": "missing", "loc": ["query", "q"], "msg": "Field required"}]}
+
+
+def lowercase_api(request: ApiRequest) -> tuple[int, Any]:
+    sku = request.path.rsplit("/", 1)[-1]
+    if sku != sku.lower():
+        return 400, LOWERCASE_ONLY
+    return 200, {"sku": sku, "in_stock": 3}
+
+
+def renamed_api(request: ApiRequest) -> tuple[int, Any]:
+    if "q" not in request.query:
+        return 422, RENAMED
+    return 200, {"results": [{"sku": "cap-1"}]}
+
+
+def partner_tool(agent: Any, **fields: Any) -> Tool:
+    tool = Tool.objects.create(description="Partner API.", method="GET", **fields)
+    tool.allowed_agents.add(agent)
+    return tool
+
+
+def learn(
+    failed_trace: Any, *, tool: str, arguments: dict[str, Any], status: int, body: Any
+) -> Any:
+    trace = failed_trace(
+        tool=tool,
+        action_input=arguments,
+        status_code=status,
+        error_type="INVALID_PARAMETER",
+        body=json.dumps(body),
+    )
+    [record] = reflexion_run(trace_id=str(trace.pk), auto_approve=False)
+    return record
+
+
+def test_a_case_change_is_learned_from_the_error_message(
+    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    with RecordingAPI(respond=lowercase_api) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        partner_tool(
+            support_agent,
+            name="partner_stock",
+            params_schema={"type": "object", "properties": {"sku": {"type": "string"}}},
+            endpoint_template="{sandbox}/stock/{sku}",
+        )
+        record = learn(
+            failed_trace,
+            tool="partner_stock",
+            arguments={"sku": "CAP-0001-BL"},
+            status=400,
+            body=LOWERCASE_ONLY,
+        )
+    assert record.outcome == "added", record.reason
+    assert record.origin == "analyzer:evidence"
+    strategy = Strategy.objects.get(pk=record.strategy_id)
+    assert strategy.branch == {"tool": "partner_stock", "field": "sku", "transform": "lower"}
+    assert strategy.replay_status == "passed" and "-> 200" in strategy.replay_detail
+    assert api.requests[-1].path.endswith("/stock/cap-0001-bl")
+
+
+def test_a_renamed_query_parameter_is_learned_and_replayed_on_the_wire(
+    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    with RecordingAPI(respond=renamed_api) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        partner_tool(
+            support_agent,
+            name="partner_search",
+            params_schema={"type": "object", "properties": {"query": {"type": "string"}}},
+            endpoint_template="{sandbox}/search",
+            param_locations={"query": "query"},
+            source=Tool.Source.IMPORT,
+        )
+        record = learn(
+            failed_trace,
+            tool="partner_search",
+            arguments={"query": "cap"},
+            status=422,
+            body=RENAMED,
+        )
+    assert record.outcome == "added", record.reason
+    strategy = Strategy.objects.get(pk=record.strategy_id)
+    assert strategy.branch["steps"] == [{"op": "rename", "from": "query", "to": "q", "in": "query"}]
+    assert strategy.replay_status == "passed"
+    assert api.requests[-1].query == {"q": ["cap"]}
+
+
+def test_a_repair_the_api_still_refuses_is_not_learned(
+    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    def stubborn(request: ApiRequest) -> tuple[int, Any]:
+        return 400, LOWERCASE_ONLY  # refuses even the lower-cased value
+
+    with RecordingAPI(respond=stubborn) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        partner_tool(
+            support_agent,
+            name="partner_stock",
+            params_schema={"type": "object", "properties": {"sku": {"type": "string"}}},
+            endpoint_template="{sandbox}/stock/{sku}",
+        )
+        record = learn(
+            failed_trace,
+            tool="partner_stock",
+            arguments={"sku": "CAP-0001-BL"},
+            status=400,
+            body=LOWERCASE_ONLY,
+        )
+    assert record.outcome == "rejected"
+    assert record.reason.startswith("replay failed")
+    assert not Strategy.objects.exists()
