@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -112,6 +115,25 @@ class ToolCallResult:
     latency_ms: int
     content_type: str = "application/json"
     detail: str = ""
+    # Seconds the API asked the client to wait (its Retry-After header), if it said.
+    retry_after_s: float | None = None
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds: delta-seconds or an HTTP date (RFC 9110 §10.2.3);
+    None when absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if re.fullmatch(r"\d{1,7}(\.\d+)?", value):
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 class ToolExecutor:
@@ -364,6 +386,7 @@ class ToolExecutor:
             body,
             content_type=response.headers.get("content-type", ""),
             size=len(response.body),
+            retry_after_s=retry_after_seconds(response.headers.get("retry-after")),
         )
 
     @staticmethod
@@ -378,6 +401,7 @@ class ToolExecutor:
         detail: str = "",
         content_type: str = "application/json",
         size: int | None = None,
+        retry_after_s: float | None = None,
     ) -> ToolCallResult:
         # A tool credential echoed in a body or an error must reach neither the model
         # (the observation) nor the trace store.
@@ -392,4 +416,5 @@ class ToolExecutor:
             latency_ms=int((time.perf_counter() - started) * 1000),
             content_type=content_type,
             detail=redact_text(detail),
+            retry_after_s=retry_after_s,
         )

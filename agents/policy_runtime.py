@@ -41,7 +41,10 @@ def transform_steps(name: str, field: str) -> tuple[Step, ...]:
     return tuple(repair_steps_parse(TRANSFORMS[name], field=field))
 
 
-ERROR_HANDLER_ACTIONS = ("retry_once", "degrade_cache", "handover", "call_tool")
+ERROR_HANDLER_ACTIONS = ("retry_once", "wait_retry", "degrade_cache", "handover", "call_tool")
+# wait_retry: at most this many retries, each waiting at most this long.
+WAIT_RETRY_MAX_RETRIES = 3
+WAIT_RETRY_MAX_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ class ErrorHandler:
     call: str = ""
     input: dict[str, Any] = field(default_factory=dict)
     transform: dict[str, str] = field(default_factory=dict)
+    # wait_retry: how many retries, and the longest wait (s) the API may ask for before one.
+    max_retries: int = 1
+    max_wait_s: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from agents.parsing import ModelFormatError, parse_reasoning, parse_reflection
 from agents.policy_runtime import (
     EMPTY_POLICY,
     AdapterRule,
+    ErrorHandler,
     RuntimePolicy,
     apply_adapters,
     dotted_get,
@@ -82,6 +83,8 @@ class RunState(StrEnum):
 
 
 TERMINAL_STATES = frozenset({RunState.FINISHED, RunState.FALLBACK, RunState.FAILED})
+# A wait_retry handler leaves at least this much of the run's time budget for the answer.
+RETRY_ANSWER_MARGIN_S = 5.0
 
 # The only moves the machine may make; anything else is a bug and raises.
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
@@ -344,6 +347,7 @@ class AgentRun:
         self._validated: Any = None
         self._pending_key = ""
         self._handover = False
+        self._deadline: float | None = None
         self._resumed = bool(recorded_steps)
         for record in recorded_steps or []:
             self.memory.apply(record)
@@ -389,9 +393,12 @@ class AgentRun:
         # Records never restore EXECUTING_TOOL or PROCESSING_OBSERVATION: a run that died in
         # either is rebuilt at VALIDATING_ACTION (its decision recorded, its call not) and
         # re-validates the pending action; ``_execute`` skips a call recorded meanwhile.
+        limit = self.config.run_time_limit_seconds
+        if limit:
+            self._deadline = asyncio.get_running_loop().time() + limit
         try:
-            if self.config.run_time_limit_seconds:
-                async with asyncio.timeout(self.config.run_time_limit_seconds):
+            if limit:
+                async with asyncio.timeout(limit):
                     await self._loop(handlers)
             else:
                 await self._loop(handlers)
@@ -808,6 +815,8 @@ class AgentRun:
             if isinstance(retry, ValidationFailure):
                 return result, {"handler": "retry_once", "retry": "invalid"}
             return await self.executor.execute(retry), {"handler": "retry_once"}
+        if handler.action == "wait_retry":
+            return await self._wait_retry(call, result, handler)
         if handler.action == "call_tool":
             other = self.executor.validate(
                 handler.call, substitute(handler.input, next(iter(call.arguments.values()), ""))
@@ -832,6 +841,36 @@ class AgentRun:
             return result, {"handler": "degrade_cache", "degraded": False}
         self._handover = True
         return result, {"handler": "handover"}
+
+    async def _wait_retry(
+        self, call: ValidatedCall, result: ToolCallResult, handler: ErrorHandler
+    ) -> tuple[ToolCallResult, dict[str, Any]]:
+        """Wait as long as the API's ``Retry-After`` asks (else a doubling backoff from 1 s),
+        then send the same call again, up to ``handler.max_retries`` times. It gives up
+        rather than wait longer than ``handler.max_wait_s``, or than the run's time budget
+        allows with a margin left to answer."""
+        waited = 0.0
+        detail: dict[str, Any] = {"handler": "wait_retry"}
+        for attempt in range(handler.max_retries):
+            wait = result.retry_after_s if result.retry_after_s is not None else 2.0**attempt
+            left = self._time_left()
+            if wait > handler.max_wait_s:
+                return result, {**detail, "gave_up": "wait_over_cap", "asked_s": wait}
+            if left is not None and wait + RETRY_ANSWER_MARGIN_S > left:
+                return result, {**detail, "gave_up": "run_time_budget", "asked_s": wait}
+            await asyncio.sleep(wait)  # the wait the API asked for, bounded above
+            waited += wait
+            result = await self.executor.execute(call)
+            detail = {"handler": "wait_retry", "retries": attempt + 1, "waited_s": waited}
+            if result.ok or result.status_code not in (429, 503):
+                break
+        return result, detail
+
+    def _time_left(self) -> float | None:
+        """Seconds until the run's time limit, or None when it has none."""
+        if self._deadline is None:
+            return None
+        return self._deadline - asyncio.get_running_loop().time()
 
     async def _process_observation(self) -> None:
         call = self._validated

@@ -20,6 +20,8 @@ from jsonschema.exceptions import SchemaError
 from agents.policy_runtime import (
     ERROR_HANDLER_ACTIONS,
     TRANSFORMS,
+    WAIT_RETRY_MAX_RETRIES,
+    WAIT_RETRY_MAX_WAIT_S,
     AdapterRule,
     ErrorHandler,
     HintRule,
@@ -45,7 +47,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 _OPTIONAL: dict[str, tuple[str, ...]] = {
     "pre_condition": (),
     "validation_rule": (),
-    "error_handler": ("call", "input", "transform", "max_retries"),
+    "error_handler": ("call", "input", "transform", "max_retries", "max_wait_s"),
     "adapter": ("field", "transform", "steps"),
     "prompt_hint": ("error_type",),
 }
@@ -90,6 +92,10 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
         not isinstance(branch["max_retries"], int) or isinstance(branch["max_retries"], bool)
     ):
         errors.append("max_retries must be an integer")
+    if "max_wait_s" in branch and (
+        not isinstance(branch["max_wait_s"], int | float) or isinstance(branch["max_wait_s"], bool)
+    ):
+        errors.append("max_wait_s must be a number of seconds")
     if errors:
         return errors
     if kind == "pre_condition":
@@ -112,8 +118,7 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
             errors.append(f"action must be one of {', '.join(ERROR_HANDLER_ACTIONS)}")
         if branch["action"] == "call_tool" and not branch.get("call"):
             errors.append("call_tool needs 'call'")
-        if int(branch.get("max_retries", 1)) > 1:
-            errors.append("at most 1 retry is allowed")
+        errors += _retry_bounds_errors(branch)
     elif kind == "adapter":
         if "transform" in branch and (
             not isinstance(branch["transform"], str) or branch["transform"] not in TRANSFORMS
@@ -217,6 +222,8 @@ def runtime_policy_compile(
                     branch.get("call", ""),
                     dict(branch.get("input", {})),
                     dict(branch.get("transform", {})),
+                    max_retries=int(branch.get("max_retries", 1)),
+                    max_wait_s=float(branch.get("max_wait_s", 30.0)),
                 )
             )
     return RuntimePolicy(
@@ -237,8 +244,27 @@ _TRANSFORM_WORDS = {
     "lower": "lower-case it",
     "numeric_string_to_int": "turn a numeric string into a number",
 }
+
+
+def _retry_bounds_errors(branch: dict[str, Any]) -> list[str]:
+    """retry_once retries once; wait_retry up to WAIT_RETRY_MAX_RETRIES times, each wait at
+    most WAIT_RETRY_MAX_WAIT_S seconds (the run's time budget bounds it further)."""
+    wait = branch["action"] == "wait_retry"
+    limit = WAIT_RETRY_MAX_RETRIES if wait else 1
+    retries = int(branch.get("max_retries", 1))
+    max_wait = float(branch.get("max_wait_s", 30.0))
+    errors = []
+    if not 1 <= retries <= limit:
+        errors.append(f"max_retries must be between 1 and {limit}")
+    if wait and not 0 < max_wait <= WAIT_RETRY_MAX_WAIT_S:
+        errors.append(f"max_wait_s must be above 0 and at most {WAIT_RETRY_MAX_WAIT_S:g}")
+    return errors
+
+
 _HANDLER_WORDS = {
     "retry_once": "retry the call once",
+    "wait_retry": "wait as long as the API's Retry-After asks (within the run's time budget), "
+    "then retry",
     "degrade_cache": "answer from the last cached result, marked as possibly out of date",
     "handover": "hand the request over to a person",
     "call_tool": "call {call} instead",
@@ -348,6 +374,7 @@ _FIELD_LABELS = {
     "transform": "Transform",
     "steps": "Steps",
     "max_retries": "At most retries",
+    "max_wait_s": "Longest wait (s)",
     "schema": "Input",
     "text": "Hint text",
 }

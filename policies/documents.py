@@ -57,6 +57,7 @@ _BRANCH_KEY_ORDER: dict[str, tuple[str, ...]] = {
         "input",
         "transform",
         "max_retries",
+        "max_wait_s",
     ),
     "adapter": ("tool", "intent", "field", "transform", "steps"),
     "prompt_hint": ("tool", "intent", "text", "error_type"),

@@ -26,9 +26,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from dataclasses import field as dataclass_field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
+
+from agents.executor import retry_after_seconds
 
 MAX_BODY_CHARS = 20_000
 MAX_MESSAGE_CHARS = 300
@@ -103,7 +103,7 @@ def error_body_parse(status: int | None, headers: Headers, body_text: str) -> Pa
     """Parse one error response; never raises on odd input."""
     header_map = _headers(headers)
     text = (body_text or "")[:MAX_BODY_CHARS]
-    retry_after = _retry_after(header_map.get("retry-after"))
+    retry_after = retry_after_seconds(header_map.get("retry-after"))
     data = _json(text)
     parsed: ParsedError
     if isinstance(data, dict):
@@ -550,22 +550,6 @@ def _headers(headers: Headers) -> dict[str, str]:
         return {}
     pairs = headers.items() if isinstance(headers, Mapping) else headers
     return {str(key).lower(): str(value) for key, value in pairs}
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    value = value.strip()
-    seconds = _seconds(value)
-    if seconds is not None:
-        return seconds
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _seconds(value: Any) -> float | None:

@@ -3,6 +3,7 @@ real tool endpoint, must now pass before the strategy can be approved."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -40,6 +41,34 @@ async def _call(executor: ToolExecutor, tool: str, arguments: dict[str, Any]) ->
         return False, f"{checked.code}: {checked.detail}"
     result = await executor.execute(checked)
     return result.ok, f"{tool} {canonical_json(arguments)} -> {result.status_code or result.code}"
+
+
+# A replay waits at most this long for a Retry-After: it runs while a person or a job waits.
+REPLAY_MAX_WAIT_S = 10.0
+
+
+async def _wait_retry_replay(
+    executor: ToolExecutor, tool: str, arguments: dict[str, Any], branch: dict[str, Any]
+) -> tuple[bool, str]:
+    """Call as the runtime would with the handler: on a 429 or 503, wait what the API asks
+    (at most the branch's cap and REPLAY_MAX_WAIT_S) and call again, up to its retries."""
+    checked = executor.validate(tool, arguments)
+    if isinstance(checked, ValidationFailure):
+        return False, f"{checked.code}: {checked.detail}"
+    result = await executor.execute(checked)
+    cap = min(float(branch.get("max_wait_s", 30.0)), REPLAY_MAX_WAIT_S)
+    notes = [str(result.status_code or result.code)]
+    for attempt in range(int(branch.get("max_retries", 1))):
+        if result.ok or result.status_code not in (429, 503):
+            break
+        wait = result.retry_after_s if result.retry_after_s is not None else 2.0**attempt
+        if wait > cap:
+            notes.append(f"asked to wait {wait:g} s, over the {cap:g} s cap")
+            break
+        await asyncio.sleep(wait)  # the wait the API asked for, bounded by the cap
+        result = await executor.execute(checked)
+        notes.append(f"after {wait:g} s: {result.status_code or result.code}")
+    return result.ok, f"{tool} {canonical_json(arguments)} -> " + ", ".join(notes)
 
 
 async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
@@ -119,6 +148,8 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
                         (AdapterRule(0, name, transform),), arguments, context
                     )
                 return await _call(executor, facts.tool, arguments)
+            if action == "wait_retry":
+                return await _wait_retry_replay(executor, facts.tool, arguments, branch)
             if action == "call_tool":
                 first = next(iter(arguments.values()), "")
                 return await _call(executor, branch["call"], substitute(branch["input"], first))

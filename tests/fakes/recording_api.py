@@ -31,7 +31,8 @@ class ApiRequest:
     body: bytes
 
 
-Responder = Callable[[ApiRequest], tuple[int, Any]]
+# (status, JSON payload) or (status, JSON payload, extra response headers).
+Responder = Callable[[ApiRequest], tuple[Any, ...]]
 
 
 @dataclass
@@ -97,9 +98,11 @@ def _handler_class(api: RecordingAPI) -> type[BaseHTTPRequestHandler]:
                 body=self.rfile.read(length) if length else b"",
             )
             api._record(request)
-            status, payload = api.respond(request)
+            status, payload, *extra = api.respond(request)
             body = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (extra[0] if extra else {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
