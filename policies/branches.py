@@ -254,7 +254,9 @@ def _retry_bounds_errors(branch: dict[str, Any]) -> list[str]:
     retries = int(branch.get("max_retries", 1))
     max_wait = float(branch.get("max_wait_s", 30.0))
     errors = []
-    if not 1 <= retries <= limit:
+    if not wait and retries > 1:
+        errors.append("at most 1 retry is allowed")
+    elif not 1 <= retries <= limit:
         errors.append(f"max_retries must be between 1 and {limit}")
     if wait and not 0 < max_wait <= WAIT_RETRY_MAX_WAIT_S:
         errors.append(f"max_wait_s must be above 0 and at most {WAIT_RETRY_MAX_WAIT_S:g}")

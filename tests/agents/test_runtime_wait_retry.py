@@ -133,7 +133,7 @@ def test_without_retry_after_it_backs_off_and_stops_after_its_retries(
         ({"action": "wait_retry", "max_retries": 4}, "max_retries must be between 1 and 3"),
         ({"action": "wait_retry", "max_wait_s": 0}, "max_wait_s must be above 0 and at most 60"),
         ({"action": "wait_retry", "max_wait_s": 61}, "max_wait_s must be above 0 and at most 60"),
-        ({"action": "retry_once", "max_retries": 2}, "max_retries must be between 1 and 1"),
+        ({"action": "retry_once", "max_retries": 2}, "at most 1 retry is allowed"),
         ({"action": "wait_retry", "max_retries": "many"}, "max_retries must be an integer"),
         ({"action": "wait_retry", "max_wait_s": "long"}, "max_wait_s must be a number"),
     ],

@@ -320,7 +320,7 @@ def test_render_leaves_out_dynamic_fields_and_unknown_kinds(db: None) -> None:
             "action: degrade_cache",
             "action: explode",
             "scopes[2].error_handlers[0].branch: action must be one of "
-            "retry_once, degrade_cache, handover, call_tool",
+            "retry_once, wait_retry, degrade_cache, handover, call_tool",
             id="branch-invalid-value",
         ),
         pytest.param(

@@ -126,7 +126,7 @@ def test_import_of_an_invalid_file_lists_every_error(
     assert str(caught.value) == (
         f"{source} is not a valid policy document (2 errors):\n"
         "  scopes[0].error_handlers[0].branch: action must be one of "
-        "retry_once, degrade_cache, handover, call_tool\n"
+        "retry_once, wait_retry, degrade_cache, handover, call_tool\n"
         "  scopes[0].adapters[0].branch: missing 'transform'"
     )
     assert PolicyVersion.objects.count() == 2
