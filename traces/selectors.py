@@ -185,15 +185,15 @@ TRACE_PAGE_MAX = 1000
 class TracePage:
     """One page of a trace list, newest first, without a count of all matching traces."""
 
-    rows: list[Trace]
+    object_list: list[Trace]  # the name Django's Page uses
     number: int
     has_next: bool
 
     def __iter__(self) -> Iterator[Trace]:
-        return iter(self.rows)
+        return iter(self.object_list)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.object_list)
 
     @property
     def has_previous(self) -> bool:
@@ -218,7 +218,7 @@ def trace_page(
     page = min(max(page, 1), TRACE_PAGE_MAX)
     offset = (page - 1) * size
     rows = list(qs.order_by("-created_at", "-id")[offset : offset + size + 1])
-    return TracePage(rows=rows[:size], number=page, has_next=len(rows) > size)
+    return TracePage(object_list=rows[:size], number=page, has_next=len(rows) > size)
 
 
 def traces_matching_text(qs: QuerySet[Trace], *, text: str) -> QuerySet[Trace]:

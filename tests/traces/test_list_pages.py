@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db
 def _trace(agent: Any, *, minutes_ago: int, query: str = "Where?", **fields: Any) -> Trace:
     trace = trace_create(agent_id=agent.pk, query=query, llm_backend="simulated")
     fields.setdefault("status", Trace.Status.FINISHED)
+    fields.setdefault("policy_bucket", 50)  # not the id's own: the bucket filter must be exact
     Trace.objects.filter(pk=trace.pk).update(
         created_at=timezone.now() - timedelta(minutes=minutes_ago), **fields
     )

@@ -118,8 +118,8 @@ class Command(BaseCommand):
         written = pages_report_write(result, output_dir=output, name=f"pages-{options['label']}")
         if options["label"] != "latest":
             written += pages_report_write(result, output_dir=output, name="pages-latest")
-        for path in written:
-            self.stdout.write(f"wrote {path}")
+        for report in written:
+            self.stdout.write(f"wrote {report}")
 
     @staticmethod
     def _users() -> tuple[Any, Any]:
