@@ -234,3 +234,28 @@ def test_an_unknown_ordering_is_a_400_that_names_the_choices(
     assert "is not an ordering of this list" in message or "blank" in message
     if ordering:
         assert "Use one of: -created_at, created_at" in message
+
+
+def test_every_trace_list_filter_and_the_search_have_an_index() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename IN ('traces_trace', 'traces_step')"
+        )
+        names = {row[0] for row in cursor.fetchall()}
+    for name in (
+        "trace_status_time",
+        "trace_outcome_time",
+        "trace_origin_time",
+        "trace_error_time",
+        "trace_owner_time",
+        "trace_agent_time",
+        "trace_version_time",
+        "trace_bucket_time",
+        "trace_latency",
+        "trace_query_trgm",
+        "trace_final_answer_trgm",
+        "step_error_time",
+        "step_tool_time",
+        "step_time",
+    ):
+        assert name in names
