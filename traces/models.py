@@ -226,6 +226,13 @@ class Step(models.Model):
             models.Index(fields=["tool_name", "created_at"], name="step_tool_time"),
             # The steps API's newest-first list (an append-only B-tree on a rising time).
             models.Index(fields=["created_at"], name="step_time"),
+            # The trace list's step_error filter probes each trace's failed steps: a small
+            # index (failed steps only) that answers without reading the table.
+            models.Index(
+                fields=["trace", "error_type"],
+                name="step_failed_by_trace",
+                condition=~models.Q(error_type=""),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -257,5 +257,6 @@ def test_every_trace_list_filter_and_the_search_have_an_index() -> None:
         "step_error_time",
         "step_tool_time",
         "step_time",
+        "step_failed_by_trace",
     ):
         assert name in names
