@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('traces', '0013_trace_search_trigram'),
+        ('traces', '0014_trace_search_trigram'),
     ]
 
     operations = [

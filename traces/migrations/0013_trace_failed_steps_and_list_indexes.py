@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agents', '0008_customerfact'),
-        ('traces', '0011_otel_ingest'),
+        ('traces', '0012_service_unavailable'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -30,6 +30,6 @@ def backward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("traces", "0012_trace_failed_steps_and_list_indexes")]
+    dependencies = [("traces", "0013_trace_failed_steps_and_list_indexes")]
 
     operations = [migrations.RunPython(forward, backward)]
