@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard mutation clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard bench-pages mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,13 @@ BENCH_PG_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops_bench
 bench-dashboard: secret-key
 	DATABASE_URL=$(BENCH_PG_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py migrate --noinput -v0
 	DATABASE_URL=$(BENCH_PG_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py bench_dashboard --steps 1000000
+
+## Every list page and API list over 1M generated steps (PostgreSQL, a database of its own:
+## each run adds its steps; `--steps 0` times the data already there).
+BENCH_PAGES_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops_bench_pages
+bench-pages: secret-key
+	DATABASE_URL=$(BENCH_PAGES_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py migrate --noinput -v0
+	DATABASE_URL=$(BENCH_PAGES_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py bench_pages --steps 1000000
 
 ## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
 MUTATION_BUDGET_MINUTES ?= 120

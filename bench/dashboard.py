@@ -221,6 +221,7 @@ def _generate(
                 r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in rows
             ),
             "total_cost_usd": sum((r.get("cost_usd", Decimal(0)) for r in rows), Decimal(0)),
+            "failed_steps": sum(not r.get("ok", True) for r in rows),
             "attempts": 1,
             "created_at": created,
             "started_at": created,

@@ -105,6 +105,9 @@ class Trace(models.Model):
     total_latency_ms = models.PositiveIntegerField(default=0)
     total_tokens = models.PositiveIntegerField(default=0)
     total_cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    # Steps with ok=False, a total stored when the run ends, like the others: the trace list
+    # shows it without counting Steps.
+    failed_steps = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -136,6 +139,14 @@ class Trace(models.Model):
             models.Index(fields=["status", "created_at"], name="trace_status_time"),
             models.Index(fields=["outcome", "created_at"], name="trace_outcome_time"),
             models.Index(fields=["origin", "created_at"], name="trace_origin_time"),
+            # The trace list's and the API's other filters and orderings, each with the
+            # list's newest-first order so that a page is an index range, never a sort.
+            models.Index(fields=["error_type", "created_at"], name="trace_error_time"),
+            models.Index(fields=["created_by", "created_at"], name="trace_owner_time"),
+            models.Index(fields=["agent", "created_at"], name="trace_agent_time"),
+            models.Index(fields=["policy_version", "created_at"], name="trace_version_time"),
+            models.Index(fields=["policy_bucket", "created_at"], name="trace_bucket_time"),
+            models.Index(fields=["total_latency_ms"], name="trace_latency"),
         ]
         # Without it a user sees only the runs they started.
         permissions = [
@@ -213,6 +224,15 @@ class Step(models.Model):
         indexes = [
             models.Index(fields=["error_type", "created_at"], name="step_error_time"),
             models.Index(fields=["tool_name", "created_at"], name="step_tool_time"),
+            # The steps API's newest-first list (an append-only B-tree on a rising time).
+            models.Index(fields=["created_at"], name="step_time"),
+            # The trace list's step_error filter probes each trace's failed steps: a small
+            # index (failed steps only) that answers without reading the table.
+            models.Index(
+                fields=["trace", "error_type"],
+                name="step_failed_by_trace",
+                condition=~models.Q(error_type=""),
+            ),
         ]
 
     def __str__(self) -> str:

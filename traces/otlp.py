@@ -567,6 +567,7 @@ _SETTLED_FIELDS = [
     "outcome",
     "error_type",
     "total_steps",
+    "failed_steps",
     "total_latency_ms",
     "total_tokens",
     "finished_at",
@@ -614,6 +615,7 @@ def _traces_settle(traces: dict[str, Trace], roots: dict[str, SpanIn]) -> list[s
             trace.outcome = Trace.Outcome.ANSWERED_WITHOUT_DATA
         trace.error_type = first_errors.get(trace.pk, "")
         trace.total_steps = row.get("steps") or 0
+        trace.failed_steps = row.get("failed") or 0
         trace.total_latency_ms = (
             _int((root.end_ns - root.start_ns) // 1_000_000) if root else row.get("latency") or 0
         )

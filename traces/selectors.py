@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,12 @@ def traces_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Tra
 
 
 def steps_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Step]:
+    if not user.is_authenticated:
+        return Step.objects.none()
+    if user_sees_all_traces(user):
+        # Not `trace IN (every trace)`: that semi-join over the whole table was most of the
+        # steps API's time.
+        return Step.objects.all()
     return Step.objects.filter(trace__in=traces_visible_to(user=user).values("pk"))
 
 
@@ -168,6 +174,51 @@ def strategy_ids_applied(rounds: Iterable[TimelineRound]) -> list[int]:
                 if isinstance(strategy_id, int) and not isinstance(strategy_id, bool):
                     seen.setdefault(strategy_id, None)
     return list(seen)
+
+
+TRACE_PAGE_SIZE = 50
+# Deeper pages are an ever longer index walk; past this the filters narrow the list.
+TRACE_PAGE_MAX = 1000
+
+
+@dataclass(frozen=True)
+class TracePage:
+    """One page of a trace list, newest first, without a count of all matching traces."""
+
+    object_list: list[Trace]  # the name Django's Page uses
+    number: int
+    has_next: bool
+
+    def __iter__(self) -> Iterator[Trace]:
+        return iter(self.object_list)
+
+    def __len__(self) -> int:
+        return len(self.object_list)
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+
+def trace_page(
+    qs: QuerySet[Trace], *, number: str | int | None, size: int = TRACE_PAGE_SIZE
+) -> TracePage:
+    """Page ``number`` (1 for anything invalid, at most ``TRACE_PAGE_MAX``) of ``qs``,
+    newest first with the id breaking ties so that pages neither skip nor repeat rows."""
+    text = str(number or "1")
+    page = int(text) if text.isdigit() and len(text) < 6 else 1
+    page = min(max(page, 1), TRACE_PAGE_MAX)
+    offset = (page - 1) * size
+    rows = list(qs.order_by("-created_at", "-id")[offset : offset + size + 1])
+    return TracePage(object_list=rows[:size], number=page, has_next=len(rows) > size)
 
 
 def traces_matching_text(qs: QuerySet[Trace], *, text: str) -> QuerySet[Trace]:

@@ -162,6 +162,7 @@ def trace_finish(
         trace.total_latency_ms = totals["latency"] or 0
         trace.total_tokens = (totals["prompt"] or 0) + (totals["completion"] or 0)
         trace.total_cost_usd = totals["cost"] or Decimal(0)
+        trace.failed_steps = totals["failed"] or 0
         trace.retries = tool_call_retries(
             failed_calls=totals["failed_calls"],
             last_failed=totals["last_failed_call"],
@@ -178,6 +179,7 @@ def trace_finish(
                 "total_latency_ms",
                 "total_tokens",
                 "total_cost_usd",
+                "failed_steps",
                 "retries",
                 "finished_at",
             ]

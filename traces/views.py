@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -19,6 +18,7 @@ from traces.selectors import (
     run_for_chat,
     runs_for_chat,
     strategy_ids_applied,
+    trace_page,
     trace_timeline,
     traces_matching_text,
     traces_visible_to,
@@ -31,10 +31,11 @@ from traces.trace_filters import TraceListFilters
 def trace_list(request: HttpRequest) -> HttpResponse:
     filters = TraceListFilters.from_params(request.GET)
     qs = filters.apply(traces_visible_to(user=request.user))
-    qs = qs.annotate(failed_steps=Count("steps", filter=Q(steps__ok=False)))
     text = request.GET.get("q", "").strip()[:TEXT_FILTER_MAX_LENGTH]
     qs = traces_matching_text(qs, text=text)
-    page = Paginator(qs.order_by("-created_at"), 50).get_page(request.GET.get("page"))
+    # Stored totals and indexed columns only: no aggregate over Steps, and no COUNT of
+    # the matching traces (the pager reads one row past the page to know there is more).
+    page = trace_page(qs, number=request.GET.get("page"))
     return render(
         request,
         "traces/trace_list.html",

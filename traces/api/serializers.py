@@ -99,8 +99,30 @@ class TraceDetailSerializer(TraceSerializer):
         read_only_fields = fields
 
 
+# Each ordering an index backs (a descending one reads the same index backwards); the id
+# breaks ties, so pages neither skip nor repeat rows.
+TRACE_ORDERINGS = ("-created_at", "created_at", "-total_latency_ms", "total_latency_ms")
+STEP_ORDERINGS = ("-created_at", "created_at")
+
+
+def _ordering_field(choices: tuple[str, ...]) -> serializers.ChoiceField:
+    return serializers.ChoiceField(
+        choices=choices,
+        required=False,
+        default=choices[0],
+        help_text="Sort order; a leading - means descending. Default: " + choices[0] + ".",
+        error_messages={
+            "invalid_choice": '"{input}" is not an ordering of this list. Use one of: '
+            + ", ".join(choices)
+            + "."
+        },
+    )
+
+
 class TraceFilterSerializer(serializers.Serializer):
     """Query parameters of the trace list; each one given narrows it."""
+
+    ordering = _ordering_field(TRACE_ORDERINGS)
 
     status = serializers.ChoiceField(choices=Trace.Status.choices, required=False)
     error_type = serializers.ChoiceField(choices=ErrorType.choices, required=False)
@@ -110,6 +132,8 @@ class TraceFilterSerializer(serializers.Serializer):
 
 class StepFilterSerializer(serializers.Serializer):
     """Query parameters of the step list; each one given narrows it."""
+
+    ordering = _ordering_field(STEP_ORDERINGS)
 
     trace = serializers.UUIDField(required=False, help_text="Trace id.")
     error_type = serializers.ChoiceField(choices=ErrorType.choices, required=False)

@@ -18,6 +18,11 @@ from traces.models import Step, Trace
 from traces.selectors import steps_visible_to, traces_visible_to
 
 
+def _ordered(qs: QuerySet, ordering: str) -> QuerySet:
+    """``ordering`` (already checked against the list's choices), the id breaking ties."""
+    return qs.order_by(ordering, "-pk" if ordering.startswith("-") else "pk")
+
+
 def _validated_params(serializer_class: type, request: Request) -> dict:
     """The query parameters a view declares, validated; a 400 names each bad one."""
     # A plain dict: from a QueryDict, DRF would read `?trace=` as "not given" instead of
@@ -35,7 +40,7 @@ def _validated_params(serializer_class: type, request: Request) -> dict:
     retrieve=extend_schema(responses={200: TraceDetailSerializer, 404: NOT_FOUND, **AUTH_ERRORS}),
 )
 class TraceViewSet(viewsets.ReadOnlyModelViewSet):
-    """Traces the requesting user may see, newest first."""
+    """Traces the requesting user may see, newest first unless `ordering` says otherwise."""
 
     # Any id reaches the view, so a malformed one is the API's JSON 404, not the site's page.
     lookup_value_regex = "[^/]+"
@@ -52,6 +57,7 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
                 qs = qs.filter(outcome=filters["outcome"])
             if "agent" in filters:
                 qs = qs.filter(agent__slug=filters["agent"])
+            qs = _ordered(qs, filters["ordering"])
         if self.action == "retrieve":
             qs = qs.prefetch_related("steps")
         return qs
@@ -86,13 +92,14 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
     retrieve=extend_schema(responses={200: StepSerializer, 404: NOT_FOUND, **AUTH_ERRORS}),
 )
 class StepViewSet(viewsets.ReadOnlyModelViewSet):
-    """Steps of the traces the requesting user may see, newest first."""
+    """Steps of the traces the requesting user may see, newest first unless `ordering` says
+    otherwise."""
 
     serializer_class = StepSerializer
     lookup_value_regex = "[^/]+"
 
     def get_queryset(self) -> QuerySet[Step]:
-        qs = steps_visible_to(user=self.request.user).order_by("-created_at")
+        qs = steps_visible_to(user=self.request.user).order_by("-created_at", "-pk")
         if self.action == "list":
             filters = _validated_params(StepFilterSerializer, self.request)
             if "trace" in filters:
@@ -101,4 +108,5 @@ class StepViewSet(viewsets.ReadOnlyModelViewSet):
                 qs = qs.filter(error_type=filters["error_type"])
             if "tool" in filters:
                 qs = qs.filter(tool_name=filters["tool"])
+            qs = _ordered(qs, filters["ordering"])
         return qs
