@@ -313,6 +313,31 @@ def latency_p50(
     return statistics.median(timings), p95, timings
 
 
+@dataclass(frozen=True)
+class EndpointTiming:
+    p50_ms: float
+    p95_ms: float
+    queries: list[str]  # the SQL of one request
+
+
+def endpoint_time(client: Any, path: str, *, samples: int) -> EndpointTiming:
+    """Time GET ``path`` through ``client`` (Django's test client: view, queries, template;
+    no HTTP) and record the SQL one request runs. Raises ValueError unless it answers 200."""
+    queries: list[str] = []
+
+    def count(execute: Any, sql: str, *args: Any) -> Any:
+        queries.append(sql)
+        return execute(sql, *args)
+
+    # A wrapper, not CaptureQueriesContext: each request resets the query log.
+    with connection.execute_wrapper(count):
+        response = client.get(path)
+    if response.status_code != 200:
+        raise ValueError(f"{path} answered {response.status_code}")
+    p50, p95, _ = latency_p50(lambda: client.get(path), samples=samples)
+    return EndpointTiming(p50_ms=p50, p95_ms=p95, queries=queries)
+
+
 def machine_line() -> str:
     import os
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from datetime import timedelta
@@ -39,7 +38,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from agents.services import agent_ensure_default
-        from bench.dashboard import dashboard_data_fill, latency_p50, machine_line, report_write
+        from bench.dashboard import (
+            dashboard_data_fill,
+            endpoint_time,
+            latency_p50,
+            machine_line,
+            report_write,
+        )
         from traces.models import (
             RunRollupDaily,
             RunRollupHourly,
@@ -82,22 +87,19 @@ class Command(BaseCommand):
         paths = self._paths(reverse)
         endpoints: list[dict[str, Any]] = []
         for path in paths:
-            queries: list[str] = []
-
-            def count(execute: Any, sql: str, *args: Any, seen: list[str] = queries) -> Any:
-                seen.append(sql)
-                return execute(sql, *args)
-
-            # A wrapper, not CaptureQueriesContext: each request resets the query log.
-            with connection.execute_wrapper(count):
-                response = client.get(path)
-            if response.status_code != 200:
-                raise CommandError(f"{path} answered {response.status_code}")
-            p50, p95, _ = latency_p50(
-                functools.partial(client.get, path), samples=options["samples"]
+            try:
+                timing = endpoint_time(client, path, samples=options["samples"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            endpoints.append(
+                {
+                    "path": path,
+                    "p50_ms": timing.p50_ms,
+                    "p95_ms": timing.p95_ms,
+                    "queries": len(timing.queries),
+                }
             )
-            endpoints.append({"path": path, "p50_ms": p50, "p95_ms": p95, "queries": len(queries)})
-            self.stdout.write(f"{p50:7.1f} ms p50  {p95:7.1f} ms p95  {path}")
+            self.stdout.write(f"{timing.p50_ms:7.1f} ms p50  {timing.p95_ms:7.1f} ms p95  {path}")
         raw_p50, _, _ = latency_p50(lambda: self._raw_failures_query(now), samples=3, warmup=1)
         result: dict[str, Any] = {
             "command": " ".join(["manage.py", *sys.argv[1:]]),

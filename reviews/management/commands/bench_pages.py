@@ -3,7 +3,6 @@ pages-latest.*)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from pathlib import Path
@@ -37,7 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from agents.services import agent_ensure_default
-        from bench.dashboard import dashboard_data_fill, latency_p50, machine_line
+        from bench.dashboard import dashboard_data_fill, endpoint_time, machine_line
         from bench.pages import GOAL_MS, pages_report_write
         from traces.models import Step, Trace
 
@@ -72,32 +71,23 @@ class Command(BaseCommand):
             clients[name].force_login(user)
         endpoints: list[dict[str, Any]] = []
         for who, path in self._paths(str(sample.pk)):
-            client = clients[who]
-            queries: list[str] = []
-
-            def count(execute: Any, sql: str, *args: Any, seen: list[str] = queries) -> Any:
-                seen.append(sql)
-                return execute(sql, *args)
-
-            # A wrapper, not CaptureQueriesContext: each request resets the query log.
-            with connection.execute_wrapper(count):
-                response = client.get(path)
-            if response.status_code != 200:
-                raise CommandError(f"{path} answered {response.status_code} to {who}")
-            p50, p95, _ = latency_p50(
-                functools.partial(client.get, path), samples=options["samples"]
-            )
+            try:
+                timing = endpoint_time(clients[who], path, samples=options["samples"])
+            except ValueError as exc:
+                raise CommandError(f"{exc} to {who}") from exc
             endpoints.append(
                 {
                     "path": path,
                     "user": who,
-                    "p50_ms": p50,
-                    "p95_ms": p95,
-                    "queries": len(queries),
-                    "step_queries": sum('"traces_step"' in sql for sql in queries),
+                    "p50_ms": timing.p50_ms,
+                    "p95_ms": timing.p95_ms,
+                    "queries": len(timing.queries),
+                    "step_queries": sum('"traces_step"' in sql for sql in timing.queries),
                 }
             )
-            self.stdout.write(f"{p50:7.1f} ms p50  {p95:7.1f} ms p95  {who:8} {path}")
+            self.stdout.write(
+                f"{timing.p50_ms:7.1f} ms p50  {timing.p95_ms:7.1f} ms p95  {who:8} {path}"
+            )
         result: dict[str, Any] = {
             "command": " ".join(["manage.py", *sys.argv[1:]]),
             "label": options["label"],
