@@ -232,3 +232,63 @@ def test_an_error_with_nothing_to_go_on_is_left_to_the_others(failed_trace: Any)
         body={"errors": [{"field": "q", "message": "is required"}]},
     )
     assert analyze_from_evidence(no_status) is None
+
+
+@pytest.mark.django_db
+def test_a_new_required_argument_taken_from_an_earlier_result_of_the_run(
+    failed_trace: Any,
+) -> None:
+    # given a failing call (now step 3) that lacks an argument the API says is required,
+    # after a successful lookup whose result holds it and a result that is not JSON
+    trace = failed_trace(
+        tool="get_order",
+        action_input={"order_id": "#W1000001"},
+        error_type="MISSING_REQUIRED_FIELD",
+        body=json.dumps(
+            {"detail": [{"type": "missing", "loc": ["query", "sku"], "msg": "Field required"}]}
+        ),
+    )
+    Step.objects.filter(trace=trace).update(step_number=3)
+    for number, tool, summary in (
+        (
+            1,
+            "search_products",
+            json.dumps(
+                {
+                    # searched breadth first, no deeper than 5 levels
+                    "meta": {"a": {"b": {"c": {"d": {"sku": "TOO-DEEP"}}}}},
+                    "count": 1,
+                    "results": [{"name": "Cap", "sku": "CAP-0001"}],
+                }
+            ),
+        ),
+        (2, "get_faq", "Plain text, not JSON"),
+    ):
+        Step.objects.create(
+            trace=trace,
+            step_number=number,
+            phase="action",
+            action_type="tool",
+            tool_name=tool,
+            status_code=200,
+            ok=True,
+            response_summary=summary,
+            started_at=timezone.now(),
+        )
+    [facts] = failures_of_trace(trace)
+
+    proposal = analyze_from_evidence(facts)
+
+    # then the proposer adds it from the earlier result, where the API wants it
+    assert proposal is not None, "no proposal"
+    assert proposal.branch["steps"] == [
+        {
+            "op": "add",
+            "name": "sku",
+            "from": "fact",
+            "tool": "search_products",
+            "path": "results.0.sku",
+            "in": "query",
+        }
+    ]
+    assert branch_errors(proposal.kind, proposal.branch) == []
