@@ -496,6 +496,17 @@ def test_a_prompt_hint_replays_the_whole_request_with_the_hint_applied(
 
 
 # --- wait_retry: the sandbox's 429 asks for RETRY_AFTER_SECONDS (1 s) -------------------
+@pytest.fixture
+def rate_limited(failed_trace: Any, order: Order) -> FailureFacts:
+    """A recorded 429 on the order lookup."""
+    return _facts(
+        failed_trace,
+        action_input={"order_id": order.order_id},
+        status_code=429,
+        error_type="RATE_LIMITED",
+    )
+
+
 def _wait_retry(facts: FailureFacts, **bounds: Any) -> tuple[bool, str]:
     return _replay(
         "error_handler",
@@ -504,42 +515,26 @@ def _wait_retry(facts: FailureFacts, **bounds: Any) -> tuple[bool, str]:
     )
 
 
-def test_wait_retry_passes_when_the_upstream_answers(failed_trace: Any, order: Order) -> None:
-    facts = _facts(
-        failed_trace,
-        action_input={"order_id": order.order_id},
-        status_code=429,
-        error_type="RATE_LIMITED",
-    )
-    passed, detail = _wait_retry(facts, max_retries=1, max_wait_s=5)
+def test_wait_retry_passes_when_the_upstream_answers(
+    rate_limited: FailureFacts, order: Order
+) -> None:
+    passed, detail = _wait_retry(rate_limited, max_retries=1, max_wait_s=5)
     assert passed, detail
     assert detail == f'get_order {{"order_id": "{order.order_id}"}} -> 200'
 
 
 def test_wait_retry_waits_as_asked_and_fails_while_the_upstream_still_refuses(
-    failed_trace: Any, order: Order
+    rate_limited: FailureFacts,
 ) -> None:
     faultrule_set(endpoint="orders", rate_429=1.0)
-    facts = _facts(
-        failed_trace,
-        action_input={"order_id": order.order_id},
-        status_code=429,
-        error_type="RATE_LIMITED",
-    )
-    passed, detail = _wait_retry(facts, max_retries=2, max_wait_s=5)
+    passed, detail = _wait_retry(rate_limited, max_retries=2, max_wait_s=5)
     assert not passed
     assert detail.endswith("-> 429, after 1 s: 429, after 1 s: 429")
 
 
-def test_wait_retry_does_not_wait_longer_than_its_cap(failed_trace: Any, order: Order) -> None:
+def test_wait_retry_does_not_wait_longer_than_its_cap(rate_limited: FailureFacts) -> None:
     faultrule_set(endpoint="orders", rate_429=1.0)
-    facts = _facts(
-        failed_trace,
-        action_input={"order_id": order.order_id},
-        status_code=429,
-        error_type="RATE_LIMITED",
-    )
-    passed, detail = _wait_retry(facts, max_retries=1, max_wait_s=0.5)
+    passed, detail = _wait_retry(rate_limited, max_retries=1, max_wait_s=0.5)
     assert not passed
     assert detail.endswith("-> 429, asked to wait 1 s, over the 0.5 s cap")
 
