@@ -179,8 +179,11 @@ def _get(client: Client, path: str) -> dict[str, Any]:
     return response.json()
 
 
-def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task]:
-    """A fixed, seeded suite; expected facts come from the fault-free sandbox API."""
+def tasks_generate(
+    *, seed: int, count: int, train_fraction: float, mix: dict[str, float] | None = None
+) -> list[Task]:
+    """A fixed, seeded suite; expected facts come from the fault-free sandbox API.
+    ``mix`` (default ``MIX``) gives each task kind's share; kinds left out get no tasks."""
     from sandbox.models import Order, Product
     from sandbox.services import faultrule_clear
 
@@ -192,8 +195,9 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
     products = list(Product.objects.order_by("product_id").values_list("product_id", "name"))
     rng.shuffle(orders)
     rng.shuffle(products)
-    counts = {kind: round(count * share) for kind, share in MIX.items()}
-    counts["order_status"] += count - sum(counts.values())
+    shares = MIX if mix is None else mix
+    counts = {kind: round(count * shares.get(kind, 0.0)) for kind in MIX}
+    counts[next(kind for kind in MIX if shares.get(kind))] += count - sum(counts.values())
     tasks: list[Task] = []
     order_iter = iter(orders)
     for _ in range(counts["order_status"]):

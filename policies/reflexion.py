@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from agents.llm.base import ChatMessage, LLMError
 from agents.llm.factory import llm_client_build
 from agents.models import Tool
-from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS
+from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS, WAIT_RETRY_MAX_WAIT_S
 from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
 from policies.error_bodies import ParsedError, error_body_parse
@@ -84,6 +84,8 @@ class FailureFacts:
     error_type: str
     response_summary: str
     error_detail: str
+    # The Retry-After the API sent with the failure, in seconds, when it sent one.
+    retry_after_s: float | None = None
 
     @property
     def signature(self) -> str:
@@ -142,12 +144,32 @@ def failures_of_trace(trace: Trace) -> list[FailureFacts]:
             error_type=step.error_type,
             response_summary=step.response_summary or "",
             error_detail=step.error_detail or "",
+            retry_after_s=_retry_after(step),
         )
         if fact.error_type in NOT_LEARNABLE or fact.signature in seen:
             continue
         seen.add(fact.signature)
         facts.append(fact)
     return facts
+
+
+def _retry_after(step: Any) -> float | None:
+    """The wait the API asked for: the recorded Retry-After header, else one its body states
+    (``retry_after``, "retry after 2 s")."""
+    recorded = (step.details or {}).get("retry_after_s")
+    if isinstance(recorded, int | float) and not isinstance(recorded, bool):
+        return float(recorded)
+    if step.status_code not in (429, 503):
+        return None
+    parsed = error_body_parse(step.status_code, {}, step.response_summary or "")
+    if parsed.retry_after is not None:
+        return parsed.retry_after
+    match = re.search(
+        r"\b(?:retry|try again)\s+(?:after|in)\s+(\d{1,4}(?:\.\d+)?)\s*(?:s|sec|secs|seconds?)\b",
+        step.response_summary or "",
+        re.IGNORECASE,
+    )
+    return float(match.group(1)) if match else None
 
 
 # --- deterministic analyzers ---------------------------------------------------------
@@ -250,6 +272,38 @@ def analyze_name_for_id(facts: FailureFacts) -> Proposal | None:
     return None
 
 
+# Statuses with which an API asks the client to come back later.
+RETRY_LATER = ("RATE_LIMITED", "SERVICE_UNAVAILABLE")
+
+
+def analyze_retry_after(facts: FailureFacts) -> Proposal | None:
+    """A 429 or 503 that says how long to wait (Retry-After) -> wait that long and call
+    again, within a cap and the run's time budget. Without a stated wait there is no
+    evidence that waiting helps; the replay (paired, for random faults) has the last word."""
+    if facts.error_type not in RETRY_LATER or not facts.tool or facts.retry_after_s is None:
+        return None
+    wait = facts.retry_after_s
+    if wait > WAIT_RETRY_MAX_WAIT_S:
+        return None  # longer than any run may wait: degrading or handing over is better
+    cap = min(WAIT_RETRY_MAX_WAIT_S, max(2.0, 2 * wait))
+    status = "429" if facts.error_type == "RATE_LIMITED" else "503"
+    return Proposal(
+        kind="error_handler",
+        branch={
+            "tool": facts.tool,
+            "on": facts.error_type,
+            "action": "wait_retry",
+            "max_retries": 1,  # the business constraints allow one retry
+            "max_wait_s": cap,
+        },
+        root_cause=f"{facts.tool} answered {status} asking to retry after {wait:g} s",
+        strategy_update=f"Call {facts.tool} again once, after the wait its Retry-After asks for",
+        origin="analyzer:retry_after",
+        cited_trace_ids=[facts.trace_id],
+        cited_fields=["error_type", "tool", "status_code"],
+    )
+
+
 def analyze_upstream_failure(facts: FailureFacts) -> Proposal | None:
     """TIMEOUT / INTERNAL_SERVER_ERROR / SERVICE_UNAVAILABLE -> degrade to cached data (or a
     human)."""
@@ -343,6 +397,9 @@ def _evidence_proposal(
     )
 
 
+_SOURCE_WORDS = {"customer": "customer id", "fact": "run's key facts", "value": "API's one value"}
+
+
 def _argument_move(
     facts: FailureFacts, parsed: ParsedError, properties: dict[str, Any], path_args: set[str]
 ) -> Proposal | None:
@@ -357,8 +414,9 @@ def _argument_move(
             wanted = item.field
         if not wanted or wanted in sent or wanted in properties:
             continue
-        if unknown is None:
-            # Which argument did the API rename? Only an unambiguous one.
+        if unknown is None and not hints.allowed_values:
+            # Which argument did the API rename? Only an unambiguous one — and not when the
+            # API lists the values it accepts for the new name: that is a new parameter.
             loose = [n for n in sent if n not in path_args and n != wanted]
             named = [n for n in loose if not any(i.field == n for i in parsed.items)]
             unknown = named[0] if len(named) == 1 else None
@@ -374,6 +432,9 @@ def _argument_move(
                 f"action_input.{unknown}",
             )
         source = _missing_value_source(facts, wanted)
+        if source is None and len(hints.allowed_values) == 1:
+            # The API names the one value it accepts: a constant, as an engineer would send.
+            source = {"from": "value", "value": hints.allowed_values[0]}
         if source is not None:
             add = {"op": "add", "name": wanted, **source}
             if item.location in ("query", "body"):
@@ -382,7 +443,7 @@ def _argument_move(
                 facts,
                 {"steps": [add]},
                 f"{facts.tool} now requires {wanted}, which the run already knows",
-                f"Add {wanted} from the {source['from']} when calling {facts.tool}",
+                f"Add {wanted} from the {_SOURCE_WORDS[source['from']]} when calling {facts.tool}",
                 "",
             )
     return None
@@ -422,6 +483,10 @@ def analyze_from_evidence(facts: FailureFacts) -> Proposal | None:
         value = facts.action_input[name]
         hints = parsed.hints_for(name) if name in named else general
         found = chain_for(value, Target.build(value, hints, examples.get(name, [])))
+        if found is None and not hints.is_empty():
+            # Accepted examples can be stale (a contract that has moved on again); what the
+            # API says now is the fresher evidence.
+            found = chain_for(value, Target.build(value, hints, []))
         if found is None:
             continue
         transform, steps = found
@@ -446,6 +511,7 @@ ANALYZERS = (
     analyze_type_mismatch,
     analyze_missing_field,
     analyze_name_for_id,
+    analyze_retry_after,
     analyze_upstream_failure,
 )
 
