@@ -18,17 +18,6 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar test of paired outcomes: ``b`` pairs where only the first arm
-    succeeded, ``c`` where only the second did; the binomial p-value of so uneven a split of
-    the b + c discordant pairs under p = 1/2 (1.0 when there are none)."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
 def two_proportion_z_test(s1: int, n1: int, s2: int, n2: int) -> tuple[float, float]:
     """Pooled two-sided z-test of p2 != p1: (z, p_value)."""
     if n1 == 0 or n2 == 0:

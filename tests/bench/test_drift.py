@@ -91,7 +91,5 @@ def test_the_command_refuses_bad_input(db: None) -> None:
     with pytest.raises(CommandError, match="--custom"):
         call_command("bench_drift", "--yes", "--custom", "not json")
     with pytest.raises(CommandError, match="invalid custom drift"):
-        call_command(
-            "bench_drift", "--yes", "--custom", '{"endpoint": "orders", "kind": "case"}'
-        )
+        call_command("bench_drift", "--yes", "--custom", '{"endpoint": "orders", "kind": "case"}')
     assert not ContractDrift.objects.exists()
