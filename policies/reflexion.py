@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +27,8 @@ from agents.models import Tool
 from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS, WAIT_RETRY_MAX_WAIT_S
 from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
-from policies.error_bodies import ParsedError, error_body_parse
-from policies.evidence import Target, chain_for
+from policies.error_bodies import ErrorHints, ParsedError, error_body_parse
+from policies.evidence import Target, chains_for
 from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
 from policies.services import (
@@ -456,54 +457,85 @@ def analyze_from_evidence(facts: FailureFacts) -> Proposal | None:
     the simplest repair chain of the vocabulary that satisfies that evidence.
 
     The sandbox's own integer layout stays with ``analyze_type_mismatch``, a name sent
-    where an id belongs with ``analyze_name_for_id``."""
+    where an id belongs with ``analyze_name_for_id``. ``evidence_candidates`` gives the
+    other repairs the same evidence supports, for when the replay refutes this one."""
+    return next(evidence_candidates(facts), None)
+
+
+# How many repairs the same evidence may put to the replay, simplest first.
+MAX_EVIDENCE_CANDIDATES = 3
+
+
+def evidence_candidates(facts: FailureFacts) -> Iterator[Proposal]:
+    """Every repair the evidence supports (at most MAX_EVIDENCE_CANDIDATES), simplest
+    first; see ``analyze_from_evidence``."""
     if not facts.tool or facts.status_code not in CLIENT_ERRORS or not facts.action_input:
-        return None
+        return
     if analyze_type_mismatch(facts) is not None:
-        return None
+        return
     if facts.status_code == 404 and analyze_name_for_id(facts) is not None:
-        return None  # a name where an id belongs: a lookup, not a rewrite
+        return  # a name where an id belongs: a lookup, not a rewrite
     text = facts.response_summary or facts.error_detail
     parsed = error_body_parse(facts.status_code, {}, text)
-    tool = Tool.objects.filter(name=facts.tool).only("params_schema", "endpoint_template").first()
+    tool = (
+        Tool.objects.filter(name=facts.tool)
+        .only("params_schema", "endpoint_template", "query_map")
+        .first()
+    )
     properties = ((tool.params_schema if tool else {}) or {}).get("properties", {}) or {}
     path_args = set(re.findall(r"{(\w+)}", tool.endpoint_template if tool else ""))
     move = _argument_move(facts, parsed, properties, path_args)
     if move is not None:
-        return move
+        yield move
+        return
     examples = _accepted_examples(facts)
-    named = [f for f in parsed.fields if f in facts.action_input]
+    # The API names parameters as they go on the wire: map them back to the arguments.
+    wire = {str(sent): name for name, sent in ((tool.query_map if tool else None) or {}).items()}
+    argument_of = {field: wire.get(field, field) for field in parsed.fields}
+    named = list(
+        dict.fromkeys(argument_of[f] for f in parsed.fields if argument_of[f] in facts.action_input)
+    )
     general = parsed.hints_for(None)
     suspects = named or [
         name
         for name, value in facts.action_input.items()
         if Target.build(value, general, examples.get(name, [])).has_evidence()
     ]
+    offered = 0
     for name in suspects:
         value = facts.action_input[name]
-        hints = parsed.hints_for(name) if name in named else general
-        found = chain_for(value, Target.build(value, hints, examples.get(name, [])))
-        if found is None and not hints.is_empty():
-            # Accepted examples can be stale (a contract that has moved on again); what the
-            # API says now is the fresher evidence.
-            found = chain_for(value, Target.build(value, hints, []))
-        if found is None:
-            continue
-        transform, steps = found
-        branch: dict[str, Any] = {"field": name}
-        if transform:
-            branch["transform"] = transform
-        else:
-            branch["steps"] = steps
-        ops = ", ".join(step["op"].replace("_", " ") for step in steps)
-        return _evidence_proposal(
-            facts,
-            branch,
-            f"{facts.tool} refuses {name} in the form it was sent",
-            f"Rewrite {name} ({ops}) before calling {facts.tool}",
-            f"action_input.{name}",
-        )
-    return None
+        hints = general
+        if name in named:
+            hints = ErrorHints()
+            for field, argument in argument_of.items():
+                if argument == name:
+                    hints = hints.merged(parsed.hints_for(field))
+        found = list(chains_for(value, Target.build(value, hints, examples.get(name, []))))
+        if not hints.is_empty():
+            # Accepted examples can be stale (a contract that has moved on again): repairs
+            # that satisfy what the API says now come next, for the replay to try.
+            found += [
+                chain
+                for chain in chains_for(value, Target.build(value, hints, []))
+                if chain not in found
+            ]
+        for transform, steps in found:
+            branch: dict[str, Any] = {"field": name}
+            if transform:
+                branch["transform"] = transform
+            else:
+                branch["steps"] = steps
+            ops = ", ".join(step["op"].replace("_", " ") for step in steps)
+            yield _evidence_proposal(
+                facts,
+                branch,
+                f"{facts.tool} refuses {name} in the form it was sent",
+                f"Rewrite {name} ({ops}) before calling {facts.tool}",
+                f"action_input.{name}",
+            )
+            offered += 1
+            if offered >= MAX_EVIDENCE_CANDIDATES:
+                return
 
 
 ANALYZERS = (
@@ -904,6 +936,18 @@ def reflexion_for_failure(
         proposal, error = llm_reflexion(facts)
         if proposal is None:
             return _record(facts, None, ReflexionProposal.Outcome.REJECTED, error)
+    # The same evidence can support more than one repair: the replay picks among them.
+    alternatives: list[Proposal] = []
+    if proposal.origin == "analyzer:evidence":
+        candidates = list(evidence_candidates(facts))
+        known = {
+            s.signature
+            for s in Strategy.objects.exclude(status=Strategy.Status.REJECTED).only("signature")
+        }
+        # A candidate an existing strategy already is goes first (it agrees with it).
+        candidates.sort(key=lambda c: branch_signature(c.kind, c.branch) not in known)
+        if candidates:
+            proposal, alternatives = candidates[0], candidates[1:]
     gates = quality_gates(proposal, facts)
     failed_gates = {name: why for name, why in gates.items() if why}
     if failed_gates:
@@ -937,6 +981,31 @@ def reflexion_for_failure(
                 strategy_auto_merge(strategy=same)
         return record
 
+    passed, detail = strategy_replay(proposal=proposal, facts=facts)
+    # The replay's detail quotes the responses it got; it is stored on the strategy.
+    detail = redact_text(detail)
+    while not passed and alternatives:
+        # Refuted by the replay: the next repair the evidence supports gets its turn. Only
+        # the last refutation counts towards the negative-feedback guard.
+        _record(
+            facts,
+            proposal,
+            ReflexionProposal.Outcome.REJECTED,
+            f"replay refuted this candidate, trying the next: {detail}",
+            gates,
+        )
+        proposal = alternatives.pop(0)
+        gates = quality_gates(proposal, facts)
+        if any(gates.values()):
+            detail = "quality gates: " + "; ".join(f"{k}: {v}" for k, v in gates.items() if v)
+            continue
+        passed, detail = strategy_replay(proposal=proposal, facts=facts)
+        detail = redact_text(detail)
+        signature = branch_signature(proposal.kind, proposal.branch)
+    if not passed:
+        return _record(
+            facts, proposal, ReflexionProposal.Outcome.REJECTED, f"replay failed: {detail}", gates
+        )
     slot = branch_slot(proposal.kind, proposal.branch)
     rival = next(
         (
@@ -948,13 +1017,6 @@ def reflexion_for_failure(
         ),
         None,
     )
-    passed, detail = strategy_replay(proposal=proposal, facts=facts)
-    # The replay's detail quotes the responses it got; it is stored on the strategy.
-    detail = redact_text(detail)
-    if not passed:
-        return _record(
-            facts, proposal, ReflexionProposal.Outcome.REJECTED, f"replay failed: {detail}", gates
-        )
     policy, _ = Policy.objects.get_or_create(
         intent=proposal.branch.get("intent", ""), tool_name=proposal.branch.get("tool", "")
     )

@@ -350,3 +350,22 @@ def test_a_new_required_parameter_with_several_values_is_left_alone(failed_trace
     )
     # Neither a rename of query (the API lists the values it takes) nor a guessed value.
     assert analyze_from_evidence(facts) is None
+
+
+@pytest.mark.parametrize(
+    ("message", "to"),
+    [
+        ("sku must use '.' as its separator, not '-'", "."),
+        ("SKU codes are now separated by ':'", ":"),
+        ("the delimiter must be '_'", "_"),
+    ],
+)
+def test_a_separator_the_message_names(message: str, to: str) -> None:
+    from policies.error_bodies import message_hints
+
+    hints = message_hints(message)
+    assert hints.separator == to
+    assert chain_for("AWH-2041-BLK", Target.build("AWH-2041-BLK", hints, ())) == (
+        "",
+        [{"op": "separators", "from": "-", "to": to}],
+    )
