@@ -6,6 +6,7 @@ reads it. Each rule carries its strategy id so every Step can record what fired.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -85,6 +86,32 @@ class ValidationRule:
 
 
 @dataclass(frozen=True)
+class SchemaAmendment:
+    """A versioned amendment of a tool's parameter schema: each named property's schema is
+    replaced, so a value in the API's new contract is no longer refused by validation (and
+    the model's prompt shows the amended schema)."""
+
+    strategy_id: int
+    properties: dict[str, Any]
+    version: int = 1
+
+
+def schema_amend(schema: dict[str, Any], amendments: tuple[SchemaAmendment, ...]) -> dict[str, Any]:
+    """``schema`` with the amendments' properties replaced (later ones win); the tool's own
+    schema is left untouched. A property the schema does not list is added."""
+    if not amendments:
+        return schema
+    amended = copy.deepcopy(schema)
+    properties = amended.setdefault("properties", {})
+    if not isinstance(properties, dict):
+        return schema
+    for amendment in sorted(amendments, key=lambda a: a.version):
+        for name, rule in amendment.properties.items():
+            properties[name] = copy.deepcopy(rule)
+    return amended
+
+
+@dataclass(frozen=True)
 class PreCondition:
     """Before calling the tool: when ``arg`` fails ``not_pattern``, call ``call`` with
     ``input`` (``$arg`` is replaced by the argument's value), take the value at the dotted
@@ -120,6 +147,7 @@ class RuntimePolicy:
     validation_rules: dict[str, tuple[ValidationRule, ...]] = field(default_factory=dict)
     pre_conditions: dict[str, tuple[PreCondition, ...]] = field(default_factory=dict)
     error_handlers: dict[str, tuple[ErrorHandler, ...]] = field(default_factory=dict)
+    schema_amendments: dict[str, tuple[SchemaAmendment, ...]] = field(default_factory=dict)
 
     def hints_for(self, *, intent: str, tools: list[str]) -> list[HintRule]:
         return [

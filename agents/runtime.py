@@ -45,6 +45,7 @@ from agents.policy_runtime import (
     apply_adapters,
     dotted_get,
     fired_locations,
+    schema_amend,
     substitute,
 )
 from agents.prompts import (
@@ -351,6 +352,17 @@ class AgentRun:
         self._resumed = bool(recorded_steps)
         for record in recorded_steps or []:
             self.memory.apply(record)
+        # Schema amendments of the policy: validation and the prompt use the amended schema;
+        # the tool's own schema is kept to tell when an amendment let a value through.
+        self._own_schemas: dict[str, dict[str, Any]] = {}
+        for name, amendments in policy.schema_amendments.items():
+            tool = executor.tools.get(name)
+            if tool is not None and amendments:
+                self._own_schemas[name] = tool.params_schema
+                executor.tools = {
+                    **executor.tools,
+                    name: replace(tool, params_schema=schema_amend(tool.params_schema, amendments)),
+                }
         self.tool_specs = [
             ToolSpec(name=t.name, description=t.description, params_schema=t.params_schema)
             for t in executor.tools.values()
@@ -566,6 +578,17 @@ class AgentRun:
             # product name, say) into what the tool's schema demands (a SKU).
             arguments = await self._run_pre_conditions(step.action, arguments, rnd.number)
         checked = self.executor.validate(step.action, arguments)
+        own_schema = self._own_schemas.get(step.action)
+        if (
+            own_schema is not None
+            and not isinstance(checked, ValidationFailure)
+            and validate_arguments(schema=own_schema, arguments=arguments)
+        ):
+            # The tool's own (stale) schema would have refused this value: the amendment acted.
+            self._applied += [
+                {"id": a.strategy_id, "kind": "validation_rule"}
+                for a in self.policy.schema_amendments.get(step.action, ())
+            ]
         if isinstance(checked, ValidationFailure):
             await self._reject(
                 rnd,

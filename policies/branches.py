@@ -27,6 +27,7 @@ from agents.policy_runtime import (
     HintRule,
     PreCondition,
     RuntimePolicy,
+    SchemaAmendment,
     ValidationRule,
 )
 from agents.repairs import (
@@ -39,14 +40,16 @@ KINDS = ("pre_condition", "validation_rule", "error_handler", "adapter", "prompt
 # Keys each kind's branch must / may have (besides the scope keys tool and intent).
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "pre_condition": ("arg", "not_pattern", "call", "input", "take", "assign"),
-    "validation_rule": ("schema",),
+    "validation_rule": (),
     "error_handler": ("on", "action"),
     "adapter": (),
     "prompt_hint": ("text",),
 }
 _OPTIONAL: dict[str, tuple[str, ...]] = {
     "pre_condition": (),
-    "validation_rule": (),
+    # schema: an extra check on the input; amend: a versioned amendment of the tool's own
+    # JSON Schema (property name -> its new schema), for an API whose contract moved on.
+    "validation_rule": ("schema", "amend", "version"),
     "error_handler": ("call", "input", "transform", "max_retries", "max_wait_s"),
     "adapter": ("field", "transform", "steps"),
     "prompt_hint": ("error_type",),
@@ -67,6 +70,8 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
             errors.append("missing 'transform'" + (" or 'steps'" if "field" not in branch else ""))
         elif "transform" in branch and "field" not in branch:
             errors.append("missing 'field'")
+    if kind == "validation_rule" and ("schema" in branch) == ("amend" in branch):
+        errors.append("a validation_rule has either 'schema' or 'amend'")
     allowed = set(_REQUIRED[kind]) | set(_OPTIONAL[kind]) | set(_SCOPE)
     errors += [f"unexpected key {key!r}" for key in sorted(set(branch) - allowed)]
     if errors:
@@ -105,6 +110,8 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
             errors.append(f"not_pattern is not a regex: {exc}")
         if branch["call"] == branch.get("tool"):
             errors.append("a pre_condition must call a different tool")
+    elif kind == "validation_rule" and "amend" in branch:
+        errors += _amend_errors(branch)
     elif kind == "validation_rule":
         if not isinstance(branch["schema"], dict) or not branch["schema"]:
             errors.append("schema must be a non-empty JSON Schema object")
@@ -142,11 +149,38 @@ def branch_signature(kind: str, branch: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+MAX_AMENDED_PROPERTIES = 10
+
+
+def _amend_errors(branch: dict[str, Any]) -> list[str]:
+    amend, errors = branch["amend"], []
+    if not isinstance(amend, dict) or not amend or len(amend) > MAX_AMENDED_PROPERTIES:
+        return [f"amend must map 1 to {MAX_AMENDED_PROPERTIES} property names to JSON Schemas"]
+    for name, schema in amend.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}", name):
+            errors.append(f"amend: {name!r} is not a property name")
+        elif not isinstance(schema, dict) or not schema:
+            errors.append(f"amend.{name} must be a non-empty JSON Schema object")
+        else:
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as exc:
+                errors.append(f"amend.{name} is invalid: {exc.message}")
+    version = branch.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        errors.append("version must be a positive integer")
+    return errors
+
+
 def branch_slot(kind: str, branch: dict[str, Any]) -> str:
     """Where a branch sits in the tree: two branches in one slot compete (EDIT, not ADD)."""
     key = {
         "pre_condition": branch.get("assign", ""),
-        "validation_rule": json.dumps(branch.get("schema", {}), sort_keys=True)[:60],
+        "validation_rule": (
+            "amend:" + ",".join(sorted(branch["amend"]))
+            if isinstance(branch.get("amend"), dict)
+            else json.dumps(branch.get("schema", {}), sort_keys=True)[:60]
+        ),
         "error_handler": branch.get("on", ""),
         "adapter": branch.get("field", "") or _steps_names(branch.get("steps")),
         "prompt_hint": branch.get("error_type", "") or branch.get("text", "")[:40],
@@ -183,6 +217,7 @@ def runtime_policy_compile(
     rules: dict[str, list[ValidationRule]] = defaultdict(list)
     pre: dict[str, list[PreCondition]] = defaultdict(list)
     handlers: dict[str, list[ErrorHandler]] = defaultdict(list)
+    amendments: dict[str, list[SchemaAmendment]] = defaultdict(list)
     for strategy_id, kind, branch, error_type in strategies:
         if branch_errors(kind, branch):
             continue
@@ -199,6 +234,10 @@ def runtime_policy_compile(
             )
         elif kind == "adapter":
             adapters[tool].append(adapter_rule(strategy_id, branch))
+        elif kind == "validation_rule" and "amend" in branch:
+            amendments[tool].append(
+                SchemaAmendment(strategy_id, dict(branch["amend"]), int(branch.get("version", 1)))
+            )
         elif kind == "validation_rule":
             rules[tool].append(ValidationRule(strategy_id, branch["schema"]))
         elif kind == "pre_condition":
@@ -233,6 +272,7 @@ def runtime_policy_compile(
         validation_rules={k: tuple(v) for k, v in rules.items()},
         pre_conditions={k: tuple(v) for k, v in pre.items()},
         error_handlers={k: tuple(v) for k, v in handlers.items()},
+        schema_amendments={k: tuple(v) for k, v in amendments.items()},
     )
 
 
@@ -281,6 +321,29 @@ def _arguments(mapping: dict[str, Any]) -> str:
     return ", ".join(f"{key}={_value(value)}" for key, value in mapping.items()) or "no input"
 
 
+def _rule_words(rule: Any) -> str:
+    """One property's JSON Schema in words ("string matching ^\\d{7}$")."""
+    if not isinstance(rule, dict):
+        return ""
+    if isinstance(rule.get("anyOf"), list):
+        return " or ".join(w for w in (_rule_words(r) for r in rule["anyOf"]) if w)
+    words = []
+    if "type" in rule:
+        kinds = rule["type"] if isinstance(rule["type"], list) else [rule["type"]]
+        words.append(" or ".join(str(kind) for kind in kinds))
+    if "pattern" in rule:
+        words.append(f"matching {rule['pattern']}")
+    if isinstance(rule.get("enum"), list):
+        words.append("one of " + ", ".join(_value(item) for item in rule["enum"]))
+    for key, sign in (("minimum", "≥"), ("maximum", "≤")):
+        if key in rule:
+            words.append(f"{sign} {_value(rule[key])}")
+    for key, bound in (("minLength", "at least"), ("maxLength", "at most")):
+        if key in rule:
+            words.append(f"{bound} {_value(rule[key])} characters")
+    return " ".join(words)
+
+
 def _schema_words(schema: dict[str, Any]) -> str:
     """A JSON Schema's constraints on an object's fields, in a sentence."""
     parts: list[str] = []
@@ -289,24 +352,9 @@ def _schema_words(schema: dict[str, Any]) -> str:
         parts.append("requires " + ", ".join(str(name) for name in required))
     properties = schema.get("properties")
     for name, rule in properties.items() if isinstance(properties, dict) else ():
-        if not isinstance(rule, dict):
-            continue
-        words = []
-        if "type" in rule:
-            kinds = rule["type"] if isinstance(rule["type"], list) else [rule["type"]]
-            words.append(" or ".join(str(kind) for kind in kinds))
-        if "pattern" in rule:
-            words.append(f"matching {rule['pattern']}")
-        if isinstance(rule.get("enum"), list):
-            words.append("one of " + ", ".join(_value(item) for item in rule["enum"]))
-        for key, sign in (("minimum", "≥"), ("maximum", "≤")):
-            if key in rule:
-                words.append(f"{sign} {_value(rule[key])}")
-        for key, bound in (("minLength", "at least"), ("maxLength", "at most")):
-            if key in rule:
-                words.append(f"{bound} {_value(rule[key])} characters")
+        words = _rule_words(rule)
         if words:
-            parts.append(f"{name}: {' '.join(words)}")
+            parts.append(f"{name}: {words}")
     if schema.get("additionalProperties") is False:
         parts.append("no other fields")
     return "; ".join(parts) or "as the rule's JSON Schema says"
@@ -325,6 +373,15 @@ def branch_describe(kind: str, branch: Any) -> str:
             f"{branch['not_pattern']}, look it up with {branch['call']}"
             f"({_arguments(branch['input'])}) and use the result's {branch['take']} as "
             f"{branch['assign']}."
+        )
+    if kind == "validation_rule" and "amend" in branch:
+        changes = "; ".join(
+            f"{name} as {_rule_words(schema) or 'its new JSON Schema says'}"
+            for name, schema in branch["amend"].items()
+        )
+        return (
+            f"Amend {tool}'s parameter schema{scope} (version {branch.get('version', 1)}): "
+            f"accept {changes}."
         )
     if kind == "validation_rule":
         return (

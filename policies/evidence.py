@@ -279,10 +279,35 @@ def _string_examples(target: Target) -> list[str]:
     return [e for e in target.examples if isinstance(e, str)]
 
 
+def _pattern_prefix(pattern: str | None) -> str:
+    """The literal text an anchored pattern starts with: ``^#W\\d{7}$`` -> ``#W``."""
+    if not pattern or not pattern.startswith("^"):
+        return ""
+    literal = []
+    index = 1
+    while index < len(pattern) and len(literal) < 8:
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern) and not pattern[index + 1].isalnum():
+            literal.append(pattern[index + 1])
+            index += 2
+            continue
+        if char in ".^$*+?{}[]()|\\":
+            break
+        literal.append(char)
+        index += 1
+    # A quantifier binds the last character, which is then not literal.
+    if index < len(pattern) and pattern[index] in "*+?{" and literal:
+        literal.pop()
+    return "".join(literal)
+
+
 def _wanted_prefixes(target: Target) -> list[str]:
     found = []
     if target.hints.required_prefix:
         found.append(target.hints.required_prefix)
+    literal = _pattern_prefix(target.hints.expected_pattern)
+    if literal and literal not in found:
+        found.append(literal)
     strings = _string_examples(target)
     if strings:
         common = strings[0]

@@ -28,7 +28,7 @@ from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS, WAIT_RETRY_
 from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
 from policies.error_bodies import ErrorHints, ParsedError, error_body_parse
-from policies.evidence import Target, chains_for
+from policies.evidence import Target, chain_for, chains_for
 from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
 from policies.services import (
@@ -269,6 +269,99 @@ def analyze_name_for_id(facts: FailureFacts) -> Proposal | None:
             origin="analyzer:name_for_id",
             cited_trace_ids=[facts.trace_id],
             cited_fields=[f"action_input.{arg}", "status_code"],
+        )
+    return None
+
+
+_SCHEMA_ISSUE = re.compile(r"validator=(\w+) path=([A-Za-z_][\w\-]{0,63})\b")
+# Recent API errors of a tool read for what the API wants now.
+MAX_API_ERROR_STEPS = 20
+
+
+def value_pattern(value: str) -> str:
+    """An anchored regex of a value's shape: ``1234567`` -> ``^\\d{7}$``, ``ord-12`` ->
+    ``^[a-z]+\\-\\d{2}$``."""
+    parts: list[str] = []
+    for run in re.findall(r"\d+|[a-z]+|[A-Z]+|[^A-Za-z0-9]", value[:200]):
+        if run.isdigit():
+            parts.append(rf"\d{{{len(run)}}}")
+        elif run.islower():
+            parts.append("[a-z]+")
+        elif run.isupper():
+            parts.append("[A-Z]+")
+        else:
+            parts.append(re.escape(run))
+    return "^" + "".join(parts) + "$"
+
+
+def _api_hints(facts: FailureFacts, argument: str) -> list[ErrorHints]:
+    """What the tool's recent API errors (other calls that reached the API) said about
+    ``argument`` (by its wire name too) or about the request as a whole."""
+    from traces.models import Step
+
+    tool = Tool.objects.filter(name=facts.tool).only("query_map").first()
+    wire = str(((tool.query_map if tool else None) or {}).get(argument, argument))
+    rows = (
+        Step.objects.filter(
+            tool_name=facts.tool, ok=False, phase="action", status_code__in=CLIENT_ERRORS
+        )
+        .order_by("-pk")
+        .values_list("status_code", "response_summary")[:MAX_API_ERROR_STEPS]
+    )
+    found = []
+    for status, body in rows:
+        parsed = error_body_parse(status, {}, body or "")
+        hints = parsed.hints_for(argument).merged(parsed.hints_for(wire))
+        hints = hints.merged(parsed.hints_for(None))
+        if not hints.is_empty():
+            found.append(hints)
+    return found
+
+
+def analyze_stale_schema(facts: FailureFacts) -> Proposal | None:
+    """The tool's own JSON Schema refused a value (before any API call) that the API, by
+    its recent error messages, now wants — and that is the same identifier in another form
+    (a chain of the vocabulary turns it into a value the old schema accepts, as the
+    accepted calls show). The schema is stale: amend that property to accept the new form
+    as well as the old, as a versioned amendment in the policy."""
+    if facts.status_code is not None or not facts.tool or not facts.action_input:
+        return None
+    issues = _SCHEMA_ISSUE.findall(facts.error_detail or facts.response_summary)
+    tool = Tool.objects.filter(name=facts.tool).only("params_schema").first()
+    properties = ((tool.params_schema if tool else {}) or {}).get("properties", {}) or {}
+    examples = _accepted_examples(facts)
+    for validator, name in issues:
+        value, own = facts.action_input.get(name), properties.get(name)
+        if not isinstance(value, str) or not isinstance(own, dict) or validator == "required":
+            continue
+        wanted = [h for h in _api_hints(facts, name) if Target.build(value, h, []).fits(value)]
+        if not wanted:
+            continue
+        # Same identifier, other form: the old schema accepts some repair of the value.
+        old_form = Target.build(
+            value, ErrorHints(expected_pattern=own.get("pattern")), examples.get(name, [])
+        )
+        if own.get("pattern") and chain_for(value, old_form) is None:
+            continue
+        pattern = next((h.expected_pattern for h in wanted if h.expected_pattern), None)
+        new_rule = {"type": "string", "pattern": pattern or value_pattern(value)}
+        versions = [
+            int(s.branch.get("version", 1))
+            for s in Strategy.objects.filter(kind="validation_rule", tool_name=facts.tool)
+            if isinstance(s.branch, dict) and "amend" in s.branch
+        ]
+        return Proposal(
+            kind="validation_rule",
+            branch={
+                "tool": facts.tool,
+                "amend": {name: {"anyOf": [own, new_rule]}},
+                "version": max(versions, default=0) + 1,
+            },
+            root_cause=f"{facts.tool}'s schema refuses the {name} form its API now wants",
+            strategy_update=f"Amend {facts.tool}'s schema to accept {name} in the API's new form",
+            origin="analyzer:stale_schema",
+            cited_trace_ids=[facts.trace_id],
+            cited_fields=["error_detail", f"action_input.{name}"],
         )
     return None
 
@@ -539,6 +632,7 @@ def evidence_candidates(facts: FailureFacts) -> Iterator[Proposal]:
 
 
 ANALYZERS = (
+    analyze_stale_schema,
     analyze_from_evidence,
     analyze_type_mismatch,
     analyze_missing_field,

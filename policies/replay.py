@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -18,9 +19,11 @@ from agents.adapters import validate_arguments
 from agents.executor import ToolExecutor, ValidationFailure
 from agents.policy_runtime import (
     AdapterRule,
+    SchemaAmendment,
     apply_adapters,
     dotted_get,
     fired_locations,
+    schema_amend,
     substitute,
 )
 from agents.prompts import canonical_json
@@ -198,6 +201,7 @@ def _replay_run(proposal: Proposal, facts: FailureFacts, *, job_id: int) -> tupl
         validation_rules={**base.validation_rules, **hint.validation_rules},
         pre_conditions=base.pre_conditions,
         error_handlers=base.error_handlers,
+        schema_amendments={**base.schema_amendments, **hint.schema_amendments},
     )
     replay = trace_create(
         agent_id=original.agent_id,
@@ -257,7 +261,33 @@ def strategy_replay(*, proposal: Proposal, facts: FailureFacts) -> tuple[bool, s
     return passed, detail
 
 
+async def _amendment_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
+    """The refused input must pass the amended schema, and the API must then accept it."""
+    from agents.services import tool_snapshots
+
+    tools = await sync_to_async(tool_snapshots)(agent_id=facts.agent_id)
+    tool = tools.get(facts.tool)
+    if tool is None:
+        return False, f"{facts.tool} is not a tool of this agent"
+    amendment = SchemaAmendment(
+        0, dict(proposal.branch["amend"]), proposal.branch.get("version", 1)
+    )
+    amended = replace(tool, params_schema=schema_amend(tool.params_schema, (amendment,)))
+    if not validate_arguments(schema=tool.params_schema, arguments=facts.action_input):
+        return False, "the tool's own schema already accepts the recorded input"
+    async with httpx.AsyncClient(trust_env=False) as client:
+        executor = ToolExecutor(
+            tools={**tools, facts.tool: amended},
+            http_client=client,
+            max_response_bytes=settings.TOOL_MAX_RESPONSE_BYTES,
+            max_redirects=settings.TOOL_MAX_REDIRECTS,
+        )
+        return await _call(executor, facts.tool, dict(facts.action_input))
+
+
 def _strategy_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
+    if proposal.kind == "validation_rule" and "amend" in proposal.branch:
+        return async_to_sync(_amendment_replay)(proposal, facts)
     if proposal.kind == "validation_rule":
         issues = validate_arguments(schema=proposal.branch["schema"], arguments=facts.action_input)
         if issues:

@@ -13,7 +13,12 @@ from agents.repairs import repair_apply, repair_steps_parse
 from policies.branches import branch_errors
 from policies.error_bodies import ErrorHints
 from policies.evidence import Target, chain_for, value_shape
-from policies.reflexion import ANALYZERS, analyze_from_evidence, failures_of_trace
+from policies.reflexion import (
+    ANALYZERS,
+    analyze_from_evidence,
+    analyze_type_mismatch,
+    failures_of_trace,
+)
 from traces.models import Step, Trace
 from traces.services import trace_create
 
@@ -212,7 +217,7 @@ def test_the_sandbox_integer_layout_stays_with_its_own_analyzer(failed_trace: An
     body = {"error": "type_mismatch", "field": "order_id", "expected_type": "integer"}
     facts = _facts(failed_trace, body=body)
     assert analyze_from_evidence(facts) is None
-    assert ANALYZERS[0] is analyze_from_evidence
+    assert ANALYZERS.index(analyze_from_evidence) < ANALYZERS.index(analyze_type_mismatch)
     first = next(p for p in (a(facts) for a in ANALYZERS) if p is not None)
     assert first.origin == "analyzer:type_mismatch"
 

@@ -194,7 +194,7 @@ def test_an_edit_is_replayed_then_published_and_audited(
     ("branch", "error"),
     [
         ({"tool": "search_products", "schema": {"type": "objekt"}}, "schema is invalid"),
-        ({"tool": "search_products"}, "missing 'schema'"),
+        ({"tool": "search_products"}, "either 'schema' or 'amend'"),
         (TOO_LOOSE, "failed its replay: the rule accepts the recorded input"),
     ],
 )

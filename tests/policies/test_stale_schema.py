@@ -1,0 +1,152 @@
+"""A tool's JSON Schema that the API's contract has left behind: the loop proposes a
+versioned amendment, the replay checks it against the API, and the runtime validates (and
+prompts) with the amended schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from agents.policy_runtime import SchemaAmendment, schema_amend
+from agents.tool_catalog import ORDER_ID
+from policies.branches import branch_describe, branch_errors, runtime_policy_compile
+from policies.reflexion import (
+    analyze_stale_schema,
+    failures_of_trace,
+    quality_gates,
+    value_pattern,
+)
+from traces.models import Step
+from traces.services import trace_create
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA_REFUSAL = (
+    "SCHEMA_VIOLATION: validator=pattern path=order_id: '1000001' does not match '^#W\\\\d{7}$'"
+)
+
+
+def _step(trace: Any, **fields: Any) -> None:
+    Step.objects.create(
+        trace=trace,
+        step_number=1,
+        phase="action",
+        action_type="tool",
+        tool_name="get_order",
+        started_at=timezone.now(),
+        **fields,
+    )
+
+
+def _earlier(support_agent: Any, **fields: Any) -> None:
+    _step(
+        trace_create(agent_id=support_agent.pk, query="earlier", llm_backend="simulated"), **fields
+    )
+
+
+def _refused(support_agent: Any, value: str) -> Any:
+    trace = trace_create(
+        agent_id=support_agent.pk, query=f"Where is order {value}?", llm_backend="simulated"
+    )
+    _step(
+        trace,
+        action_input={"order_id": value},
+        ok=False,
+        error_type="INVALID_PARAMETER",
+        error_detail=SCHEMA_REFUSAL.replace("1000001", value),
+    )
+    [facts] = failures_of_trace(trace)
+    return facts
+
+
+@pytest.fixture
+def api_said_no_prefix(support_agent: Any) -> None:
+    # Calls in the old form worked, then the API started refusing the prefix.
+    for number in ("#W1000002", "#W1000003"):
+        _earlier(
+            support_agent,
+            action_input={"order_id": number},
+            ok=True,
+            status_code=200,
+            response_summary="{}",
+        )
+    _earlier(
+        support_agent,
+        action_input={"order_id": "#W1000004"},
+        ok=False,
+        status_code=400,
+        error_type="INVALID_PARAMETER",
+        response_summary=json.dumps({"detail": "order_id must not start with '#W'"}),
+    )
+
+
+def test_value_pattern() -> None:
+    assert value_pattern("1234567") == r"^\d{7}$"
+    assert value_pattern("ord-12") == r"^[a-z]+\-\d{2}$"
+
+
+def test_a_value_the_api_wants_but_the_schema_refuses_amends_the_schema(
+    support_agent: Any, api_said_no_prefix: None
+) -> None:
+    facts = _refused(support_agent, "1000001")
+
+    proposal = analyze_stale_schema(facts)
+
+    assert proposal is not None and proposal.origin == "analyzer:stale_schema"
+    assert proposal.kind == "validation_rule"
+    assert proposal.branch == {
+        "tool": "get_order",
+        "amend": {"order_id": {"anyOf": [ORDER_ID, {"type": "string", "pattern": r"^\d{7}$"}]}},
+        "version": 1,
+    }
+    assert branch_errors(proposal.kind, proposal.branch) == []
+    assert not any(quality_gates(proposal, facts).values())
+    assert "version 1" in branch_describe(proposal.kind, proposal.branch)
+
+
+def test_a_product_name_where_an_id_belongs_is_not_a_stale_schema(
+    support_agent: Any, api_said_no_prefix: None
+) -> None:
+    # It does not start with '#W' either, but no repair makes it an order id.
+    facts = _refused(support_agent, "Blue Hoodie")
+
+    assert analyze_stale_schema(facts) is None
+
+
+def test_without_what_the_api_said_the_schema_is_not_stale(support_agent: Any) -> None:
+    facts = _refused(support_agent, "1000001")
+
+    assert analyze_stale_schema(facts) is None
+
+
+def test_the_runtime_policy_validates_with_the_amended_schema() -> None:
+    branch = {
+        "tool": "get_order",
+        "amend": {"order_id": {"anyOf": [ORDER_ID, {"type": "string", "pattern": r"^\d{7}$"}]}},
+        "version": 2,
+    }
+    policy = runtime_policy_compile(version="v", strategies=[(7, "validation_rule", branch, "")])
+    [amendment] = policy.schema_amendments["get_order"]
+    assert amendment == SchemaAmendment(7, branch["amend"], 2)
+    assert policy.validation_rules == {}
+    schema = {"type": "object", "properties": {"order_id": ORDER_ID}, "required": ["order_id"]}
+    amended = schema_amend(schema, (amendment,))
+    assert amended["properties"]["order_id"]["anyOf"][1]["pattern"] == r"^\d{7}$"
+    assert schema["properties"]["order_id"] is ORDER_ID  # the tool's own schema is untouched
+
+
+@pytest.mark.parametrize(
+    ("branch", "error"),
+    [
+        ({"tool": "t", "amend": {}}, "amend must map"),
+        ({"tool": "t", "amend": {"x": {"type": "nope"}}}, "amend.x is invalid"),
+        ({"tool": "t", "amend": {"x": {"type": "string"}}, "version": 0}, "version"),
+        ({"tool": "t", "amend": {"x": {}}, "schema": {"type": "object"}}, "either"),
+        ({"tool": "t"}, "either"),
+    ],
+)
+def test_invalid_amendments_are_refused(branch: dict, error: str) -> None:
+    assert any(error in message for message in branch_errors("validation_rule", branch))
