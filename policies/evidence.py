@@ -283,7 +283,7 @@ def _pattern_prefix(pattern: str | None) -> str:
     """The literal text an anchored pattern starts with: ``^#W\\d{7}$`` -> ``#W``."""
     if not pattern or not pattern.startswith("^"):
         return ""
-    literal = []
+    literal: list[str] = []
     index = 1
     while index < len(pattern) and len(literal) < 8:
         char = pattern[index]
