@@ -780,6 +780,8 @@ def written_values(text: str, *, locale: str = "") -> list[WrittenValue]:
 # durations, short quoted values and the shop statuses of ``_CLAIMS``.
 _THOUGHT_ID_DIGITS = re.compile(r"\d{3,}")
 _ORDINAL = re.compile(r"#?\d+(?:st|nd|rd|th)", re.I)
+# Names of standards ("ISO-8601", "UTF-8", "RFC 7807", "SHA256") are not shop facts.
+_STANDARD = re.compile(r"(?:ISO|RFC|UTF|SHA|HTTP)[-_]?\d+", re.I)
 _QUOTED = re.compile(r'"(?P<a>[^"\n]{1,60})"|\u201c(?P<b>[^\u201d\n]{1,60})\u201d')
 # Quoting what the agent will say, ask or search for is a plan, not a fact.
 _QUOTE_INTRO = re.compile(
@@ -853,7 +855,11 @@ def _thought_sentence_unsupported(sentence: str, *, evidence: _Evidence, locale:
             return reason
         for match in _IDENTIFIER.finditer(sentence):
             token = match.group(0)
-            if _ORDINAL.fullmatch(token) or not _THOUGHT_ID_DIGITS.search(token):
+            if (
+                _ORDINAL.fullmatch(token)
+                or _STANDARD.fullmatch(token)
+                or not _THOUGHT_ID_DIGITS.search(token)
+            ):
                 continue
             if fresh(match) and not _token_in(token, seen):
                 return absent(token)

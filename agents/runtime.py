@@ -212,7 +212,8 @@ class RunMemory:
     reasoning_calls: int = 0
     step_count: int = 0
     # What a thought may draw on besides the request: every tool result shown to the
-    # model, failed or not (runtime rejection messages are not evidence).
+    # model, failed or not, and why a tool call was refused (not a rejected answer's
+    # reason, nor a guard's correction: both quote the very fact they reject).
     tool_observations: list[str] = field(default_factory=list)
     think_rejections: int = 0
     reflection_rejections: int = 0
@@ -291,13 +292,15 @@ class RunMemory:
                 # What the customer's answer may admit to: the latest lookup and how it ended.
                 self.last_call_error = "" if record.ok else record.error_type or "UNKNOWN"
                 self.latest_call_error = self.last_call_error or self.latest_call_error
+            if record.action_type == "tool":
+                # A tool call's result, or why the call was refused (the schema's words):
+                # a thought may cite either. A rejected final answer's reason is not.
+                self.tool_observations.append(rnd.observation)
             if record.details.get("rejected"):
                 self.validation_failure_streak += 1
                 self.state = RunState.WAITING_FOR_REASONING
                 return
             self.validation_failure_streak = 0
-            if record.action_type == "tool":
-                self.tool_observations.append(rnd.observation)
             signature = record.details.get("signature", "")
             if signature and signature == self.last_call_signature:
                 self.repeat_streak += 1

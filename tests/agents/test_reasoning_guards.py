@@ -43,6 +43,7 @@ def unsupported(thought: str, *shown: str) -> str:
         'I will ask the customer "which order do you mean".',
         "get_order answered 404 for W7654321, so that id is wrong; I ask the customer.",
         "I should try again in 10 minutes.",
+        "The tool wants dates in ISO-8601 and answers errors as RFC7807 in UTF-8.",
         "",
     ],
 )

@@ -184,6 +184,25 @@ def test_thoughts_built_from_the_request_and_the_observations_go_through(
     assert len(openai_server.requests) == 3
 
 
+def test_a_thought_may_cite_why_a_tool_call_was_refused(agent: Any, openai_server: Any) -> None:
+    # given a call the tool's schema refuses, and a thought that quotes the refusal
+    openai_server.enqueue(
+        reason("order_lookup", {"code": 1234567}, thought="They ask about W1234567."),
+        reason(
+            "order_lookup",
+            {"code": "W1234567"},
+            thought='The call was refused: code must be a "string", so I send "W1234567".',
+        ),
+        reflect(),
+        answer("Order W1234567 has shipped with UPS."),
+    )
+    trace = run(agent)
+    rejected = trace.steps.filter(phase="action", ok=False).get()
+    assert "string" in rejected.error_detail
+    assert guard_steps(trace) == []
+    assert CALLS == ["W1234567"]
+
+
 # --- the fake-reflection detector ----------------------------------------------------
 
 FAKE = ("ok", json.dumps({"expectation_met": True, "likely_cause": "", "next": "continue"}))
