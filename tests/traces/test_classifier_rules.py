@@ -76,7 +76,9 @@ def test_the_migration_gives_an_older_installation_the_503_rule_once() -> None:
 
 
 @pytest.mark.django_db
-def test_the_migration_gives_an_older_installation_the_reasoning_guard_rules_once() -> None:
+def test_the_migration_gives_an_older_installation_the_reasoning_guard_rules_once(
+    error_rules: None,
+) -> None:
     from importlib import import_module
 
     from django.apps import apps
