@@ -474,7 +474,7 @@ def _clock_supported(match: re.Match[str], evidence: _Evidence) -> bool:
     return (hour, minute) in evidence.clocks
 
 
-def _amount_unsupported(match: re.Match[str], evidence: _Evidence) -> str:
+def _amount_unsupported(match: re.Match[str], evidence: _Evidence, subject: str = "answer") -> str:
     """Why a written amount of money is not the observations' amount; "" when it is."""
     mark = match.group("pre") or match.group("post")
     number = match.group("n1") or match.group("n2")
@@ -483,7 +483,7 @@ def _amount_unsupported(match: re.Match[str], evidence: _Evidence) -> str:
     currencies = _CURRENCY_SIGNS.get(mark.lower(), {mark} if mark.isupper() else set())
     if evidence.currencies and currencies and not currencies & evidence.currencies:
         listed = ", ".join(sorted(evidence.currencies))
-        return f"the answer states {match.group(0)!r}, but the observations give {listed}"
+        return f"the {subject} states {match.group(0)!r}, but the observations give {listed}"
     return ""
 
 
@@ -567,10 +567,15 @@ def _absent(what: str) -> str:
 
 
 def _dates_and_amounts_unsupported(
-    sentence: str, fresh: Callable[[re.Match[str]], bool], *, evidence: _Evidence, locale: str
+    sentence: str,
+    fresh: Callable[[re.Match[str]], bool],
+    *,
+    evidence: _Evidence,
+    locale: str,
+    absent: Callable[[str], str] = _absent,
+    subject: str = "answer",
 ) -> str:
     """Dates, times of day and amounts of a sentence, in whatever style they are written."""
-    absent = _absent
 
     for match in _ISO_DATE.finditer(sentence):
         if fresh(match) and not _iso_date_supported(match.group(0), evidence):
@@ -597,10 +602,13 @@ def _dates_and_amounts_unsupported(
         if mark.isalpha() and mark.isupper() and mark not in _CURRENCY_CODES:
             continue  # "UPS 2" is a carrier and a number, not money
         if fresh(match):
-            reason = _amount_unsupported(match, evidence)
+            reason = _amount_unsupported(match, evidence, subject)
             if reason:
                 return absent(match.group(0)) if reason == "absent" else reason
     for match in _PERCENT.finditer(sentence):
+        if subject == "thought" and _number_readings(match.group("number")) == {Decimal(100)}:
+            fresh(match)  # "100% sure" says how certain the model is, nothing about the shop
+            continue
         if fresh(match) and not _number_readings(match.group("number")) & evidence.numbers:
             return absent(match.group(0))
     return ""
@@ -761,3 +769,120 @@ def written_values(text: str, *, locale: str = "") -> list[WrittenValue]:
                 )
             )
     return sorted(found, key=lambda value: value.start)
+
+
+# --- the think validator (seeds/000 §4.1) ----------------------------------------------
+# A thought may restate anything the model was shown: the request (unlike an answer, a
+# thought may repeat what the customer claims), the customer's details and the tool
+# results. It may not state a concrete fact from anywhere else. Unlike the answer check
+# it leaves bare numbers alone ("my 2nd try", "3 rounds left"): it checks identifiers
+# with a run of three or more digits, dates, times of day, amounts, percentages,
+# durations, short quoted values and the shop statuses of ``_CLAIMS``.
+_THOUGHT_ID_DIGITS = re.compile(r"\d{3,}")
+_ORDINAL = re.compile(r"#?\d+(?:st|nd|rd|th)", re.I)
+# Names of standards ("ISO-8601", "UTF-8", "RFC 7807", "SHA256") are not shop facts.
+_STANDARD = re.compile(r"(?:ISO|RFC|UTF|SHA|HTTP)[-_]?\d+", re.I)
+_QUOTED = re.compile(r'"(?P<a>[^"\n]{1,60})"|\u201c(?P<b>[^\u201d\n]{1,60})\u201d')
+# Quoting what the agent will say, ask or search for is a plan, not a fact.
+_QUOTE_INTRO = re.compile(
+    r"\b(?:say|saying|says|tell|telling|reply|replying|answer|answering|write|writing|ask|"
+    r"asking|search(?:ing)?(?: for)?|look(?:ing)? up|query|with the text|message)\W*$",
+    re.I,
+)
+_QUOTED_MAX_WORDS = 3
+
+
+def thought_evidence(texts: list[str], *, locale: str = "", time_zone: str = "UTC") -> _Evidence:
+    """What a thought may draw on: ``texts`` (the request, the customer's details, the
+    observations shown to the model), with the dates and times they write for a person
+    ("March 3", "28/11/2026", "2:30 PM") as well as the ISO ones."""
+    evidence = _evidence([text for text in texts if text], time_zone=time_zone)
+    for value in written_values(evidence.text, locale=locale):
+        evidence.dates.update(value.dates)
+    for match in _CLOCK.finditer(evidence.text):
+        hour = int(match.group("h"))
+        ampm = (match.group("ampm") or "").lower()
+        if ampm:
+            hour = hour % 12 + (12 if ampm == "p" else 0)
+        evidence.clocks.add((hour, int(match.group("m"))))
+    return evidence
+
+
+def thought_unsupported_fact(
+    *, thought: str, evidence: _Evidence, locale: str = "", time_zone: str = "UTC"
+) -> str:
+    """The first concrete fact ``thought`` states that ``evidence`` (see
+    :func:`thought_evidence`) does not hold, described; or "" when it states none."""
+    for sentence in _statements(_normal(thought), locale=locale):
+        reason = _thought_sentence_unsupported(sentence, evidence=evidence, locale=locale)
+        if reason:
+            return reason
+    return ""
+
+
+def _thought_absent(what: str) -> str:
+    return (
+        f"the thought states {what!r}, which neither the request, the customer's details "
+        "nor any observation contains"
+    )
+
+
+def _thought_sentence_unsupported(sentence: str, *, evidence: _Evidence, locale: str) -> str:
+    covered = bytearray(len(sentence))
+    seen = evidence.text
+    absent = _thought_absent
+
+    def fresh(match: re.Match[str]) -> bool:
+        start, end = match.span()
+        if any(covered[start:end]):
+            return False
+        covered[start:end] = b"\x01" * (end - start)
+        return not _is_example(sentence, start)
+
+    for match in _QUOTED.finditer(sentence):
+        value = (match.group("a") or match.group("b") or "").strip()
+        if not fresh(match) or not value or len(value.split()) > _QUOTED_MAX_WORDS:
+            continue
+        if _QUOTE_INTRO.search(sentence[max(0, match.start() - 30) : match.start()]):
+            continue
+        if value.lower() not in seen.lower():
+            return absent(f'"{value}"')
+    if any(char.isdigit() for char in sentence):
+        reason = _dates_and_amounts_unsupported(
+            sentence, fresh, evidence=evidence, locale=locale, absent=absent, subject="thought"
+        )
+        if reason:
+            return reason
+        for match in _IDENTIFIER.finditer(sentence):
+            token = match.group(0)
+            if (
+                _ORDINAL.fullmatch(token)
+                or _STANDARD.fullmatch(token)
+                or not _THOUGHT_ID_DIGITS.search(token)
+            ):
+                continue
+            if fresh(match) and not _token_in(token, seen):
+                return absent(token)
+        for match in _DURATION.finditer(sentence):
+            advice = _ADVICE.search(sentence[: match.start()])
+            if fresh(match) and not advice and _number_of(match.group(0)) not in evidence.numbers:
+                return absent(match.group(0))
+    for match in _RELATIVE_DATE.finditer(sentence):
+        if (
+            fresh(match)
+            and _SHOP_EVENT.search(sentence)
+            and not _supposed(sentence, match.start())
+            and match.group(0).lower() not in seen.lower()
+            and not (evidence.dates or _named_date(locale).search(seen))
+        ):
+            return f"the thought says {match.group(0)!r}, but nothing shown to it has a date"
+    for pattern, backing in _CLAIMS:
+        for match in pattern.finditer(sentence):
+            if _supposed(sentence, match.start()) or _is_example(sentence, match.start()):
+                continue
+            if not any(word in seen.lower() for word in backing):
+                return (
+                    f"the thought says {match.group(0)!r}, which neither the request nor any "
+                    "observation supports"
+                )
+    return ""

@@ -18,6 +18,8 @@ from agents.memory import facts_prompt_lines
 
 REASONING_HEADING = "# ReAct reasoning step"
 REFLECTION_HEADING = "# ReAct reflection"
+# The action a round shows when the think validator sent its thought back.
+GUARD_REJECTED_THOUGHT = "(thought rejected)"
 
 SYSTEM_PROMPT = (
     "You are a customer-service operations agent for an online shop. You work in "
@@ -208,8 +210,9 @@ def reasoning_messages(
     ]
 
 
-def reflection_messages(*, query: str, rnd: RoundRecord) -> list[ChatMessage]:
-    """Build the reflection prompt for the round that just executed."""
+def reflection_messages(*, query: str, rnd: RoundRecord, correction: str = "") -> list[ChatMessage]:
+    """Build the reflection prompt for the round that just executed; ``correction`` (the
+    rejected reply and why) is set when a fake reflection is asked for again."""
     parts = [
         REFLECTION_HEADING,
         _section("User request", [query.strip()]),
@@ -224,6 +227,8 @@ def reflection_messages(*, query: str, rnd: RoundRecord) -> list[ChatMessage]:
         _section("Observation", [f"[{rnd.observation_label()}] {rnd.observation}"]),
         _section("Instructions", [REFLECTION_INSTRUCTIONS]),
     ]
+    if correction:
+        parts.append(_section("Correction", [correction]))
     return [
         ChatMessage(role="system", content=SYSTEM_PROMPT),
         ChatMessage(role="user", content="\n\n".join(parts)),

@@ -31,7 +31,13 @@ from agents.executor import (
     ValidatedCall,
     ValidationFailure,
 )
-from agents.grounding import LookupHistory, answer_judge, unsupported_fact
+from agents.grounding import (
+    LookupHistory,
+    answer_judge,
+    thought_evidence,
+    thought_unsupported_fact,
+    unsupported_fact,
+)
 from agents.intents import intent_detect
 from agents.llm.base import LLMClient, LLMError, LLMResponse
 from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection, reasoning_json_schema
@@ -49,11 +55,17 @@ from agents.policy_runtime import (
     substitute,
 )
 from agents.prompts import (
+    GUARD_REJECTED_THOUGHT,
     RoundRecord,
     ToolSpec,
     canonical_json,
     reasoning_messages,
     reflection_messages,
+)
+from agents.reasoning_guards import (
+    reflection_correction,
+    reflection_problems,
+    thought_correction,
 )
 from agents.repairs import RepairContext
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
@@ -111,6 +123,7 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.REFLECTING: frozenset(
         {
             RunState.WAITING_FOR_REASONING,
+            RunState.REFLECTING,  # a fake reflection sent back to be rewritten, counted
             RunState.FAILED,
             RunState.FALLBACK,  # an error handler handed the request over to a person
         }
@@ -145,6 +158,10 @@ class RuntimeConfig:
     suspend_minutes: int = 60
     fallback_reply: str = "Sorry, I could not complete this request automatically."
     run_time_limit_seconds: float | None = None
+    # Reasoning guards (agents.reasoning_guards): how many times per run a thought stating
+    # unsupported facts, and a fake reflection, are sent back; 0 records nothing.
+    think_reprompts_max: int = 1
+    reflection_reprompts_max: int = 1
 
 
 @dataclass(frozen=True)
@@ -195,6 +212,14 @@ class RunMemory:
     latest_call_error: str = ""
     reasoning_calls: int = 0
     step_count: int = 0
+    # What a thought may draw on besides the request: every tool result shown to the
+    # model, failed or not, and why a tool call was refused (not a rejected answer's
+    # reason, nor a guard's correction: both quote the very fact they reject).
+    tool_observations: list[str] = field(default_factory=list)
+    think_rejections: int = 0
+    reflection_rejections: int = 0
+    # The rejected reflection and why, while the round's reflection is being rewritten.
+    reflection_correction: str = ""
     state: RunState = RunState.WAITING_FOR_REASONING
     outcome: RunOutcome | None = None
 
@@ -224,6 +249,22 @@ class RunMemory:
                     )
                 )
                 self.state = RunState.VALIDATING_ACTION
+            elif record.details.get("guard") == "think":
+                # A thought the think validator sent back: shown to the model as a failed
+                # round whose observation is the correction; it is not a format failure.
+                self.pending = None
+                self.think_rejections += 1
+                self.rounds.append(
+                    RoundRecord(
+                        number=record.round_number,
+                        thought=record.thought,
+                        action=GUARD_REJECTED_THOUGHT,
+                        observation=record.error_detail,
+                        ok=False,
+                        error_type=record.error_type,
+                    )
+                )
+                self.state = RunState.WAITING_FOR_REASONING
             else:
                 self.pending = None
                 self.validation_failure_streak += 1
@@ -252,6 +293,10 @@ class RunMemory:
                 # What the customer's answer may admit to: the latest lookup and how it ended.
                 self.last_call_error = "" if record.ok else record.error_type or "UNKNOWN"
                 self.latest_call_error = self.last_call_error or self.latest_call_error
+            if record.action_type == "tool":
+                # A tool call's result, or why the call was refused (the schema's words):
+                # a thought may cite either. A rejected final answer's reason is not.
+                self.tool_observations.append(rnd.observation)
             if record.details.get("rejected"):
                 self.validation_failure_streak += 1
                 self.state = RunState.WAITING_FOR_REASONING
@@ -269,8 +314,15 @@ class RunMemory:
                 self.evidence.append(Evidence(record.step_number, record.response_summary))
                 self.key_facts[signature] = record.response_summary[:300]
             self.state = RunState.REFLECTING
+        elif record.phase == Phase.REFLECTION and record.details.get("guard") == "reflection":
+            # A fake reflection sent back: the round's reflection is asked for again.
+            self.reflection_rejections += 1
+            rejected = json.dumps(record.details.get("rejected", {}), ensure_ascii=False)
+            self.reflection_correction = f"Your previous reply: {rejected}\n{record.error_detail}"
+            self.state = RunState.REFLECTING
         elif record.phase == Phase.REFLECTION:
             self.current_round().reflection = record.response_summary
+            self.reflection_correction = ""
             self.state = RunState.WAITING_FOR_REASONING
         elif record.phase == Phase.FINAL:
             self.outcome = RunOutcome(
@@ -493,6 +545,41 @@ class AgentRun:
             )
             return
         is_final = step.action == FINAL_ANSWER
+        details: dict[str, Any] = {
+            "expectation": step.expectation,
+            "final_answer": step.final_answer,
+        }
+        unsupported = self._thought_unsupported(step.thought)
+        if unsupported and memory.think_rejections < self.config.think_reprompts_max:
+            await self._record(
+                StepRecord(
+                    phase=Phase.REASONING,
+                    round_number=round_number,
+                    ok=False,
+                    thought=step.thought,
+                    action_type="final_answer" if is_final else "tool",
+                    tool_name="" if is_final else step.action,
+                    action_input=step.action_input,
+                    parse_mode=mode,
+                    error_type=self._classify(
+                        ErrorEvent(
+                            source="reasoning_guard",
+                            exception_class="UNGROUNDED_THOUGHT",
+                            body=unsupported,
+                        )
+                    ),
+                    error_detail=thought_correction(unsupported),
+                    response_summary=response.text[:2000],
+                    details={**details, "guard": "think", "unsupported": unsupported},
+                    strategies_applied=applied,
+                    **usage,
+                )
+            )
+            return
+        if unsupported:
+            # Out of re-prompts: the run goes on (the answer check still guards the
+            # customer); what the validator found stays on the step.
+            details["think_guard"] = {"unsupported": unsupported, "reprompts_exhausted": True}
         await self._record(
             StepRecord(
                 phase=Phase.REASONING,
@@ -502,10 +589,38 @@ class AgentRun:
                 tool_name="" if is_final else step.action,
                 action_input=step.action_input,
                 parse_mode=mode,
-                details={"expectation": step.expectation, "final_answer": step.final_answer},
+                details=details,
                 strategies_applied=applied,
                 **usage,
             )
+        )
+
+    def _thought_unsupported(self, thought: str) -> str:
+        """The think validator (seeds/000 §4.1): the first fact of ``thought`` that neither
+        the request, the customer's details, the tools' names nor a tool result holds."""
+        if not thought.strip():
+            return ""
+        names = [
+            f"{spec.name} {' '.join((spec.params_schema.get('properties') or {}).keys())}"
+            for spec in self.tool_specs
+        ]
+        evidence = thought_evidence(
+            [
+                self.query,
+                self.customer_id,
+                *self.customer_facts,
+                *names,
+                FINAL_ANSWER,
+                *self.memory.tool_observations,
+            ],
+            locale=self.style.locale,
+            time_zone=self.style.time_zone,
+        )
+        return thought_unsupported_fact(
+            thought=thought,
+            evidence=evidence,
+            locale=self.style.locale,
+            time_zone=self.style.time_zone,
         )
 
     async def _validate(self) -> None:
@@ -981,7 +1096,12 @@ class AgentRun:
     async def _reflect(self) -> None:
         rnd = self.memory.current_round()
         response = await self._complete(
-            reflection_messages(query=self.query, rnd=rnd), Reflection, "reflection", rnd.number
+            reflection_messages(
+                query=self.query, rnd=rnd, correction=self.memory.reflection_correction
+            ),
+            Reflection,
+            "reflection",
+            rnd.number,
         )
         if response is None:
             return
@@ -1005,13 +1125,39 @@ class AgentRun:
             f"expectation_met={str(reflection.expectation_met).lower()}; "
             f"cause={reflection.likely_cause or '-'}; next={reflection.next}"
         )
+        details: dict[str, Any] = reflection.model_dump()
+        problems = reflection_problems(reflection, rnd)
+        if problems and self.memory.reflection_rejections < self.config.reflection_reprompts_max:
+            # seeds/001 §6.2: a reflection with no concrete cause or change is rewritten.
+            await self._record(
+                StepRecord(
+                    phase=Phase.REFLECTION,
+                    round_number=rnd.number,
+                    ok=False,
+                    thought=reflection.likely_cause,
+                    error_type=self._classify(
+                        ErrorEvent(
+                            source="reasoning_guard",
+                            exception_class="FAKE_REFLECTION",
+                            body="; ".join(problems),
+                        )
+                    ),
+                    error_detail=reflection_correction(problems, rnd),
+                    response_summary=text,
+                    details={"guard": "reflection", "problems": problems, "rejected": details},
+                    **usage,
+                )
+            )
+            return
+        if problems:
+            details["reflection_guard"] = {"problems": problems, "reprompts_exhausted": True}
         await self._record(
             StepRecord(
                 phase=Phase.REFLECTION,
                 round_number=rnd.number,
                 thought=reflection.likely_cause,
                 response_summary=text,
-                details=reflection.model_dump(),
+                details=details,
                 **usage,
             )
         )

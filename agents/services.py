@@ -470,6 +470,8 @@ def runtime_config() -> RuntimeConfig:
         suspend_minutes=settings.AGENT_TOOL_SUSPEND_MINUTES,
         fallback_reply=settings.AGENT_FALLBACK_REPLY,
         run_time_limit_seconds=settings.AGENT_RUN_SOFT_TIME_LIMIT,
+        think_reprompts_max=settings.AGENT_THINK_GUARD_REPROMPTS,
+        reflection_reprompts_max=settings.AGENT_REFLECTION_GUARD_REPROMPTS,
     )
 
 

@@ -631,6 +631,46 @@ def evidence_candidates(facts: FailureFacts) -> Iterator[Proposal]:
                 return
 
 
+# The reasoning guards' failures (agents.reasoning_guards): the model's own habit, so the
+# fix is a prompt hint for every run, not a branch on a tool.
+_GUARD_HINTS = {
+    "UNGROUNDED_THOUGHT": (
+        "In your thought, state only ids, dates, amounts and statuses that the user request "
+        "or an observation shows; call a tool or ask the customer for anything else.",
+        "Remind the model to state only facts from the request or observations in thoughts",
+    ),
+    "FAKE_REFLECTION": (
+        "After a failed call, set expectation_met to false, name the cause the observation "
+        "shows (its status, error type or field) and change the next move.",
+        "Remind the model to admit failed calls and cite the observation's cause",
+    ),
+}
+_STATED = re.compile(r"\b(?:states|says) (['\"])(?P<fact>.{1,60}?)\1")
+
+
+def analyze_reasoning_guard(facts: FailureFacts) -> Proposal | None:
+    """A thought the think validator rejected, or a fake reflection -> a prompt hint that
+    names the rule the model broke (the guard's correction is the evidence)."""
+    if facts.error_type not in _GUARD_HINTS:
+        return None
+    text, update = _GUARD_HINTS[facts.error_type]
+    if facts.error_type == "UNGROUNDED_THOUGHT":
+        stated = _STATED.search(facts.error_detail)
+        fact = f" {stated.group('fact')[:30]!r}" if stated else ""
+        root_cause = f"thought stated{fact}, which nothing shown to the model held"
+    else:
+        root_cause = "reflection on a failed call claimed success or named no concrete cause"
+    return Proposal(
+        kind="prompt_hint",
+        branch={"text": text, "error_type": facts.error_type},
+        root_cause=root_cause,
+        strategy_update=update,
+        origin="analyzer:reasoning_guard",
+        cited_trace_ids=[facts.trace_id],
+        cited_fields=["error_type", "error_detail"],
+    )
+
+
 ANALYZERS = (
     analyze_stale_schema,
     analyze_from_evidence,
@@ -639,6 +679,7 @@ ANALYZERS = (
     analyze_name_for_id,
     analyze_retry_after,
     analyze_upstream_failure,
+    analyze_reasoning_guard,
 )
 
 

@@ -71,12 +71,13 @@ def _rule(
     }
 
 
-E, H, M, F, R = (
+E, H, M, F, R, G = (
     ErrorRule.Source.EXECUTOR,
     ErrorRule.Source.HTTP,
     ErrorRule.Source.MODEL_OUTPUT,
     ErrorRule.Source.FINAL_ANSWER,
     ErrorRule.Source.RUNTIME,
+    ErrorRule.Source.REASONING_GUARD,
 )
 T = ErrorType
 
@@ -178,6 +179,20 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
         F,
         T.HALLUCINATED_ANSWER,
         exception_class="UNSUPPORTED_ANSWER",
+    ),
+    _rule(
+        85,
+        "Thought states a fact the request and context do not hold",
+        G,
+        T.UNGROUNDED_THOUGHT,
+        exception_class="UNGROUNDED_THOUGHT",
+    ),
+    _rule(
+        86,
+        "Reflection glosses over a failed observation",
+        G,
+        T.FAKE_REFLECTION,
+        exception_class="FAKE_REFLECTION",
     ),
     _rule(90, "Repeated identical action", R, T.LOOP_DETECTED, exception_class="LOOP_DETECTED"),
     _rule(91, "Iteration cap", R, T.MAX_STEPS, exception_class="MAX_STEPS"),

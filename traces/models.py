@@ -25,6 +25,10 @@ class ErrorType(models.TextChoices):
     TOOL_NOT_ALLOWED = "TOOL_NOT_ALLOWED"
     INVALID_ENDPOINT = "INVALID_ENDPOINT"
     HALLUCINATED_ANSWER = "HALLUCINATED_ANSWER"
+    # The reasoning guards (agents.reasoning_guards): a thought stating a fact that neither
+    # the request nor the context holds, and a reflection that glosses over a failure.
+    UNGROUNDED_THOUGHT = "UNGROUNDED_THOUGHT"
+    FAKE_REFLECTION = "FAKE_REFLECTION"
     LOOP_DETECTED = "LOOP_DETECTED"
     MAX_STEPS = "MAX_STEPS"
     TOOL_SUSPENDED = "TOOL_SUSPENDED"
@@ -284,6 +288,7 @@ class ErrorRule(models.Model):
         MODEL_OUTPUT = "model_output", "Model output (parse)"
         FINAL_ANSWER = "final_answer", "Final answer check"
         RUNTIME = "runtime", "Runtime breaker"
+        REASONING_GUARD = "reasoning_guard", "Reasoning guard (thought / reflection)"
 
     position = models.PositiveIntegerField(db_index=True, help_text="Lower runs first.")
     name = models.CharField(max_length=100)

@@ -37,8 +37,10 @@ def answer(text: str) -> tuple:
     return reason("final_answer", {}, final_answer=text)
 
 
-def reflect(met: bool = True, nxt: str = "continue") -> tuple:
-    return ("ok", json.dumps({"expectation_met": met, "likely_cause": "", "next": nxt}))
+def reflect(met: bool = True, nxt: str = "continue", cause: str = "") -> tuple:
+    """A reflection reply. After a failed call give the ``cause`` the observation shows:
+    one with none is a fake reflection, which the runtime sends back once."""
+    return ("ok", json.dumps({"expectation_met": met, "likely_cause": cause, "next": nxt}))
 
 
 def use_fake_llm(settings: Any, server: Any) -> None:

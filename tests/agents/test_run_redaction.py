@@ -133,7 +133,7 @@ def test_a_missing_credential_variable_is_a_classified_step_error(
     monkeypatch.delenv("PARTNER_API_KEY_UNSET", raising=False)
     openai_server.enqueue(
         reason("secure_stock", {"sku": "A1"}),
-        reflect(False, "continue"),
+        reflect(False, "continue", cause="UNAUTHORIZED: the tool's credential is not set"),
         answer("I could not check the stock right now."),
     )
     with RecordingAPI(respond=stock_api) as api:

@@ -250,7 +250,11 @@ def test_fifth_timeout_in_an_hour_suspends_the_tool_and_writes_an_alert(
             for i in range(4)
         ]
     )
-    openai_server.enqueue(reason("sleepy", {}), reflect(False), reason("sleepy", {}))
+    openai_server.enqueue(
+        reason("sleepy", {}),
+        reflect(False, cause="TIMEOUT: sleepy did not answer in time"),
+        reason("sleepy", {}),
+    )
     # when the fifth times out
     trace, _ = run_query(agent, "Be slow")
     # then the tool is suspended, an alert is written, and the next call is refused

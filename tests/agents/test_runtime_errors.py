@@ -37,6 +37,9 @@ from traces.services import trace_create
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
 OUTAGE = {"failures_left": 0}
+# Honest reflections on the failed calls (one without a cause is sent back once).
+RAISED = "INTERNAL_SERVER_ERROR: the lookup's connection was refused"
+STALLED = "TIMEOUT: stalled_lookup did not answer in time"
 CODE_SCHEMA = {
     "type": "object",
     "properties": {"code": {"type": "string"}},
@@ -155,7 +158,7 @@ def test_retry_once_whose_transformed_input_is_invalid_is_not_sent(
     policy = handler(
         on="INTERNAL_SERVER_ERROR", action="retry_once", transform={"code": "digits_to_int"}
     )
-    openai_server.enqueue(reason("flaky_lookup", {"code": "ab12"}), reflect(False))
+    openai_server.enqueue(reason("flaky_lookup", {"code": "ab12"}), reflect(False, cause=RAISED))
     # when
     trace = run(agent, "Look up code ab12", policy=policy, config=_one_round())
     # then no second call went out, and the round's observation is the failure
@@ -193,7 +196,7 @@ def test_call_tool_naming_a_tool_the_agent_may_not_call_keeps_the_failure(
     policy = handler(
         on="INTERNAL_SERVER_ERROR", action="call_tool", call="drop_tables", input={"x": "$arg"}
     )
-    openai_server.enqueue(reason("flaky_lookup", {"code": "ZX9"}), reflect(False))
+    openai_server.enqueue(reason("flaky_lookup", {"code": "ZX9"}), reflect(False, cause=RAISED))
     trace = run(agent, "Look up code ZX9", policy=policy, config=_one_round())
     assert CALLS == [("flaky_lookup", {"code": "ZX9"})]
     observed = actions(trace)[-1]
@@ -205,7 +208,7 @@ def test_degrade_cache_with_nothing_cached_shows_the_model_the_error(
 ) -> None:
     OUTAGE["failures_left"] = 1
     policy = handler(on="INTERNAL_SERVER_ERROR", action="degrade_cache")
-    openai_server.enqueue(reason("flaky_lookup", {"code": "Q1"}), reflect(False))
+    openai_server.enqueue(reason("flaky_lookup", {"code": "Q1"}), reflect(False, cause=RAISED))
     trace = run(agent, "Look up code Q1", policy=policy, config=_one_round())
     observed = actions(trace)[-1]
     assert not observed.ok and observed.error_type == "INTERNAL_SERVER_ERROR"
@@ -232,7 +235,7 @@ def test_degrade_cache_serves_what_the_last_good_call_returned(
 def test_a_handler_for_another_error_type_does_not_fire(agent: Any, openai_server: Any) -> None:
     OUTAGE["failures_left"] = 1
     policy = handler(on="TIMEOUT", action="retry_once")
-    openai_server.enqueue(reason("flaky_lookup", {"code": "Q1"}), reflect(False))
+    openai_server.enqueue(reason("flaky_lookup", {"code": "Q1"}), reflect(False, cause=RAISED))
     trace = run(agent, "Look up code Q1", policy=policy, config=_one_round())
     assert CALLS == [("flaky_lookup", {"code": "Q1"})]
     (observed,) = actions(trace)
@@ -298,7 +301,7 @@ def _earlier_timeouts(agent: Any, count: int, *, age: timedelta = timedelta(0)) 
 def test_fourth_timeout_in_an_hour_does_not_suspend(agent: Any, openai_server: Any) -> None:
     # given three earlier timeouts within the hour (the breaker trips at five)
     _earlier_timeouts(agent, 3)
-    openai_server.enqueue(reason("stalled_lookup", {}), reflect(False))
+    openai_server.enqueue(reason("stalled_lookup", {}), reflect(False, cause=STALLED))
     # when the fourth times out
     trace = run(agent, "Be slow", config=_one_round())
     # then the tool stays in service
@@ -310,7 +313,7 @@ def test_fourth_timeout_in_an_hour_does_not_suspend(agent: Any, openai_server: A
 
 def test_timeouts_older_than_an_hour_do_not_count(agent: Any, openai_server: Any) -> None:
     _earlier_timeouts(agent, 10, age=timedelta(minutes=61))
-    openai_server.enqueue(reason("stalled_lookup", {}), reflect(False))
+    openai_server.enqueue(reason("stalled_lookup", {}), reflect(False, cause=STALLED))
     run(agent, "Be slow", config=_one_round())
     assert Tool.objects.get(name="stalled_lookup").suspended_until is None
 
@@ -321,7 +324,7 @@ def test_fifth_timeout_suspends_and_the_suspension_expires(
     # given four earlier timeouts: the fifth suspends the tool for the configured time
     settings.AGENT_TOOL_SUSPEND_MINUTES = 30
     _earlier_timeouts(agent, 4)
-    openai_server.enqueue(reason("stalled_lookup", {}), reflect(False))
+    openai_server.enqueue(reason("stalled_lookup", {}), reflect(False, cause=STALLED))
     before = timezone.now()
     run(agent, "Be slow", config=_one_round())
     tool = Tool.objects.get(name="stalled_lookup")
@@ -339,7 +342,7 @@ def test_fifth_timeout_suspends_and_the_suspension_expires(
     )
     # then the next run may call the tool again
     assert not tool_snapshots(agent_id=agent.pk)["stalled_lookup"].suspended
-    openai_server.enqueue(reason("stalled_lookup", {}), reflect(False))
+    openai_server.enqueue(reason("stalled_lookup", {}), reflect(False, cause=STALLED))
     trace = run(agent, "Be slow again", config=_one_round())
     assert [s.error_type for s in actions(trace)] == ["TIMEOUT"]
 

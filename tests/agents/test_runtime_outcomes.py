@@ -25,6 +25,8 @@ from traces.models import Trace
 
 ORDERS = {"#W1001549": {"order_id": "#W1001549", "status": "shipped", "carrier": "UPS"}}
 OUTAGE = {"failures_left": 0}
+# An honest reflection on the outage's failed call (one without a cause is sent back).
+REFUSED = "INTERNAL_SERVER_ERROR: the lookup's connection was refused"
 JUNK_QUERY = "x" * 4000
 INVENTED_REFUND = (
     "Your order is eligible for a return; you will get a refund within 3 business days."
@@ -159,7 +161,13 @@ def test_could_not_look_up_after_failed_calls_is_a_failure_without_internal_code
         "Sorry, I could not look up order #W1001549 right now: the service failed twice "
         "(CONNECTION_ERROR). Please try again in a few minutes."
     )
-    openai_server.enqueue(lookup(), reflect(False), lookup(), reflect(False), answer(reply))
+    openai_server.enqueue(
+        lookup(),
+        reflect(False, cause=REFUSED),
+        lookup(),
+        reflect(False, cause=REFUSED),
+        answer(reply),
+    )
     # when
     trace, _ = run_query(agent, "Where is my order #W1001549?")
     # then the run is a failure with the lookup's error type, not a success
@@ -184,7 +192,11 @@ def test_a_recovered_lookup_answers_from_data(agent: Any, openai_server: Any) ->
     # given a first call that fails and a retry that succeeds
     OUTAGE["failures_left"] = 1
     openai_server.enqueue(
-        lookup(), reflect(False), lookup(), reflect(), answer('Order #W1001549 is "shipped".')
+        lookup(),
+        reflect(False, cause=REFUSED),
+        lookup(),
+        reflect(),
+        answer('Order #W1001549 is "shipped".'),
     )
     # when
     trace, _ = run_query(agent, "Where is my order #W1001549?")
@@ -235,7 +247,9 @@ def test_a_run_redelivered_after_its_final_step_keeps_the_recorded_outcome(
     # given a run that wrote its final step but crashed before the trace was finished
     OUTAGE["failures_left"] = 1
     openai_server.enqueue(
-        lookup(), reflect(False), answer("Sorry, I could not look up order #W1001549 right now.")
+        lookup(),
+        reflect(False, cause=REFUSED),
+        answer("Sorry, I could not look up order #W1001549 right now."),
     )
     trace, _ = run_query(agent, "Where is my order #W1001549?")
     Trace.objects.filter(pk=trace.pk).update(status="running", outcome="", error_type="")

@@ -78,6 +78,12 @@ RULES = compile_rules(DEFAULT_ERROR_RULES)
             ErrorEvent("final_answer", exception_class="UNSUPPORTED_ANSWER"),
             "HALLUCINATED_ANSWER",
         ),
+        (
+            ErrorEvent("reasoning_guard", exception_class="UNGROUNDED_THOUGHT"),
+            "UNGROUNDED_THOUGHT",
+        ),
+        (ErrorEvent("reasoning_guard", exception_class="FAKE_REFLECTION"), "FAKE_REFLECTION"),
+        (ErrorEvent("reasoning_guard", exception_class="SOMETHING_NEW"), "UNKNOWN"),
         (ErrorEvent("runtime", exception_class="LOOP_DETECTED"), "LOOP_DETECTED"),
         (ErrorEvent("runtime", exception_class="MAX_STEPS"), "MAX_STEPS"),
         (ErrorEvent("runtime", exception_class="LLM_ERROR"), "LLM_ERROR"),

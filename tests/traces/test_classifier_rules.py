@@ -73,3 +73,32 @@ def test_the_migration_gives_an_older_installation_the_503_rule_once() -> None:
     assert not ErrorRule.objects.exists()
     errorrules_seed_defaults()
     assert ErrorRule.objects.filter(error_type="SERVICE_UNAVAILABLE").count() == 1
+
+
+@pytest.mark.django_db
+def test_the_migration_gives_an_older_installation_the_reasoning_guard_rules_once(
+    error_rules: None,
+) -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("traces.migrations.0016_reasoning_guard_error_types")
+    thought = ErrorEvent(source="reasoning_guard", exception_class="UNGROUNDED_THOUGHT")
+    reflection = ErrorEvent(source="reasoning_guard", exception_class="FAKE_REFLECTION")
+    # An installation seeded before the guards: every default but their rules.
+    ErrorRule.objects.filter(source="reasoning_guard").delete()
+    assert classify_error(thought, error_rules_load()) == "UNKNOWN"
+    migration.add_rules(apps, None)
+    migration.add_rules(apps, None)
+    assert ErrorRule.objects.filter(source="reasoning_guard").count() == 2
+    rules = error_rules_load()
+    assert classify_error(thought, rules) == "UNGROUNDED_THOUGHT"
+    assert classify_error(reflection, rules) == "FAKE_REFLECTION"
+    # The frozen copies are the defaults as they stand today.
+    defaults = [r for r in DEFAULT_ERROR_RULES if r["source"] == "reasoning_guard"]
+    assert [dict(r) for r in migration.RULES] == [dict(r) for r in defaults]
+    # An empty table is left to errorrules_seed_defaults, which has the rules.
+    ErrorRule.objects.all().delete()
+    migration.add_rules(apps, None)
+    assert not ErrorRule.objects.exists()

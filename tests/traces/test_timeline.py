@@ -147,6 +147,29 @@ def test_detail_shows_per_step_latency_tokens_fired_strategies_and_raw_toggle(
     assert "http://127.0.0.1/sandbox/api/orders/" in round_one
 
 
+def test_detail_shows_a_thought_the_think_validator_sent_back_with_its_correction(
+    support_agent: Any, ops_user: Any, client: Any
+) -> None:
+    trace = trace_create(agent_id=support_agent.pk, query="Where is W1234567?", llm_backend="x")
+    _step(
+        trace,
+        1,
+        1,
+        "reasoning",
+        ok=False,
+        thought="Order W7654321 <is> theirs.",
+        tool_name="get_order",
+        error_type="UNGROUNDED_THOUGHT",
+        error_detail="Thought rejected: the thought states 'W7654321'.",
+        details={"guard": "think"},
+    )
+    client.force_login(ops_user)
+    page = client.get(trace.get_absolute_url()).content.decode()
+    round_one = page[page.index('id="round-1"') :]
+    assert '<p class="thought rejected-thought">Order W7654321 &lt;is&gt; theirs.</p>' in round_one
+    assert '<span class="err">UNGROUNDED_THOUGHT</span> Thought rejected' in round_one
+
+
 def test_detail_query_count_does_not_grow_with_steps(
     support_agent: Any,
     ops_user: Any,
