@@ -712,11 +712,14 @@ def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[Cha
             "## Business constraints\n" + "\n".join(f"- {c}" for c in CONSTRAINTS),
             "## Branch kinds\n"
             '- prompt_hint: {"text": str, "error_type": str}\n'
-            '- validation_rule: {"tool": str, "schema": JSON Schema fragment}\n'
+            '- validation_rule: {"tool": str, "schema": JSON Schema fragment} (an extra check), '
+            'or {"tool", "amend": {param: its new JSON Schema}, "version": int} (the tool\'s '
+            "schema is stale: the API now wants another form)\n"
             '- pre_condition: {"tool", "arg", "not_pattern", "call", "input", "take", '
             '"assign"}\n'
-            '- error_handler: {"tool", "on": error_type, "action": retry_once|degrade_cache|'
-            "handover|call_tool}\n"
+            '- error_handler: {"tool", "on": error_type, "action": retry_once|wait_retry|'
+            'degrade_cache|handover|call_tool}; wait_retry waits the Retry-After ("max_wait_s" '
+            "caps it) and calls again once\n"
             '- adapter: {"tool", "field", "transform": digits_to_int|strip|upper|lower|'
             'numeric_string_to_int} and/or "steps": a list of repair steps, each {"op": ...}: '
             + ", ".join(REPAIR_OPS)
@@ -737,8 +740,9 @@ def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[Cha
 
 def reflexion_json_schema(tool_names: list[str]) -> dict[str, Any]:
     """ReflexionOutput for constrained decoding: ``kind`` an enum, ``branch`` a union of the
-    five branch shapes with their tools, error types, actions and transforms as enums. No
-    length bounds: the word limits are quality gates, checked after parsing."""
+    branch shapes (a schema amendment and wait_retry's bounds included) with their tools,
+    error types, actions and transforms as enums. No length bounds: the word limits are
+    quality gates, checked after parsing."""
     tool = {"type": "string", "enum": tool_names} if tool_names else {"type": "string"}
     error_type = {"type": "string", "enum": [choice.value for choice in ErrorType]}
 
@@ -754,6 +758,15 @@ def reflexion_json_schema(tool_names: list[str]) -> dict[str, Any]:
     branches = [
         shape({"text": text, "error_type": error_type}, ["text"]),
         shape({"tool": tool, "schema": {"type": "object"}}, ["tool", "schema"]),
+        # A versioned amendment of the tool's own schema (property name -> new schema).
+        shape(
+            {
+                "tool": tool,
+                "amend": {"type": "object", "additionalProperties": {"type": "object"}},
+                "version": {"type": "integer", "minimum": 1},
+            },
+            ["tool", "amend"],
+        ),
         shape(
             {
                 "tool": tool,
@@ -773,6 +786,12 @@ def reflexion_json_schema(tool_names: list[str]) -> dict[str, Any]:
                 "action": {"type": "string", "enum": list(ERROR_HANDLER_ACTIONS)},
                 "call": tool,
                 "input": {"type": "object"},
+                "transform": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string", "enum": list(TRANSFORMS)},
+                },
+                "max_retries": {"type": "integer", "minimum": 1, "maximum": 1},
+                "max_wait_s": {"type": "number", "minimum": 0, "maximum": WAIT_RETRY_MAX_WAIT_S},
             },
             ["tool", "on", "action"],
         ),

@@ -45,14 +45,14 @@ def test_a_stale_schema_is_amended_and_the_models_value_goes_through(
     # 1. The old form: the API refuses it and says why.
     openai_server.enqueue(
         reason("get_order", {"order_id": order.order_id}),
-        reflect(False),
+        reflect(False, cause="the API says order_id must not start with '#W'"),
         answer("Sorry, I could not look that up."),
     )
     first, _ = run_query(agent, f"Where is order {order.order_id}?")
     # 2. The form the API asked for: the tool's own schema (^#W\d{7}$) refuses it.
     openai_server.enqueue(
         reason("get_order", {"order_id": digits}),
-        reflect(False),
+        reflect(False, cause="the tool's schema refused order_id: pattern mismatch"),
         answer("Sorry, I could not look that up."),
     )
     refused, _ = run_query(agent, f"Where is order {order.order_id}?")

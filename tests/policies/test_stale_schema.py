@@ -150,3 +150,32 @@ def test_the_runtime_policy_validates_with_the_amended_schema() -> None:
 )
 def test_invalid_amendments_are_refused(branch: dict, error: str) -> None:
     assert any(error in message for message in branch_errors("validation_rule", branch))
+
+
+def test_the_llm_reflexion_schema_covers_amendments_and_wait_retry() -> None:
+    from jsonschema import Draft202012Validator
+
+    from policies.reflexion import reflexion_json_schema
+
+    schema = reflexion_json_schema(["get_order", "get_sku_price"])
+    Draft202012Validator.check_schema(schema)
+    validator = Draft202012Validator(schema)
+    base = {"root_cause": "r", "strategy_update": "s", "kind": "validation_rule"}
+    amend = {"tool": "get_order", "amend": {"order_id": {"type": "string"}}, "version": 2}
+    wait = {
+        "tool": "get_sku_price",
+        "on": "SERVICE_UNAVAILABLE",
+        "action": "wait_retry",
+        "max_retries": 1,
+        "max_wait_s": 4,
+    }
+    assert validator.is_valid({**base, "branch": amend})
+    assert validator.is_valid({**base, "kind": "error_handler", "branch": wait})
+    # The bounds are enforced by constrained decoding too: one retry, at most 60 s.
+    assert not validator.is_valid(
+        {**base, "kind": "error_handler", "branch": {**wait, "max_retries": 3}}
+    )
+    assert not validator.is_valid({**base, "branch": {**amend, "tool": "unknown_tool"}})
+    for branch in (amend, wait):
+        kind = "validation_rule" if "amend" in branch else "error_handler"
+        assert branch_errors(kind, branch) == []
