@@ -333,3 +333,21 @@ def test_admin_lists_drifts(admin_client):
 
     assert response.status_code == 200
     assert b"unavailable" in response.content
+
+
+def test_request_side_date_and_enum_drifts_refuse_the_old_values(client):
+    ProductFactory(name="Aurora Wireless Headphones")
+    contractdrift_set(endpoint="products", kind="date_format", param="since", new="%d/%m/%Y")
+    contractdrift_set(
+        endpoint="products", kind="enum_renamed", param="sort", values={"price": "unit_price"}
+    )
+
+    old_date = client.get(f"{API}/products?q=aurora&since=2026-11-03")
+    old_enum = client.get(f"{API}/products?q=aurora&since=03/11/2026&sort=price")
+    served = client.get(f"{API}/products?q=aurora&since=03/11/2026&sort=unit_price")
+
+    assert old_date.status_code == 400
+    assert _hints(old_date).hints_for("since").expected_format == "%d/%m/%Y"
+    assert old_enum.status_code == 400
+    assert _hints(old_enum).hints_for("sort").allowed_values == ("unit_price",)
+    assert served.status_code == 200 and served.json()["results"]
