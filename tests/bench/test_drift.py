@@ -93,3 +93,24 @@ def test_the_command_refuses_bad_input(db: None) -> None:
     with pytest.raises(CommandError, match="invalid custom drift"):
         call_command("bench_drift", "--yes", "--custom", '{"endpoint": "orders", "kind": "case"}')
     assert not ContractDrift.objects.exists()
+
+
+def test_a_small_run_warns_about_power(small_shop: Any, tmp_path: Path, settings: Any) -> None:
+    from io import StringIO
+
+    settings.LLM_BACKEND = "simulated"
+    out, err = StringIO(), StringIO()
+    call_command(
+        "bench_drift",
+        "--yes",
+        "--tasks",
+        "10",
+        "--only",
+        "skus-lowercase",
+        "--output",
+        str(tmp_path),
+        stdout=out,
+        stderr=err,
+    )
+    assert "warning: 6 held-out tasks per drift have little statistical power" in err.getvalue()
+    assert "of 1 drifts repaired with no code change" in out.getvalue()

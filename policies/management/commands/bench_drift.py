@@ -10,6 +10,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 MIN_TASKS = 10
+# Below this many held-out tasks per drift the command warns about power.
+POWERED_HELD_OUT = 20
 
 
 class Command(BaseCommand):
@@ -57,6 +59,17 @@ class Command(BaseCommand):
             raise CommandError(f"Use at least {MIN_TASKS} tasks per drift.")
         if not 0.1 <= options["train_fraction"] <= 0.9:
             raise CommandError("--train-fraction must be between 0.1 and 0.9.")
+        held_out = round(options["tasks"] * (1 - options["train_fraction"]))
+        if held_out < POWERED_HELD_OUT:
+            # Exact McNemar at p < 0.01 needs at least 8 discordant pairs, all one way.
+            self.stderr.write(
+                self.style.WARNING(
+                    f"warning: {held_out} held-out tasks per drift have little statistical "
+                    "power: a drift is counted repaired only at p < 0.01, which needs at least "
+                    f"8 tasks won and none lost (use {POWERED_HELD_OUT}+ held-out tasks when "
+                    "the model is fast enough)."
+                )
+            )
         names = {drift.name for drift in GAUNTLET}
         unknown = sorted(set(options["only"] or ()) - names)
         if unknown:
