@@ -1,10 +1,12 @@
 """bin/serve: serve one installation in the shape its environment selects.
 
-Embedded shape: the web server alone (SQLite, runs on the in-process worker). Production
-shape (DATABASE_URL and REDIS_URL set): static files collected, `check --deploy` and the
-migration state reported, then the web server, WORKERS Celery worker processes and Celery
-beat, all supervised (config/supervisor.py). Non-interactive; SIGTERM or SIGINT stops every
-child. Honours HOST, PORT, WORKERS and WORKER_CONCURRENCY, from the environment or `.env`.
+Embedded shape: the web server (SQLite, runs on the in-process worker) and the sandbox
+shop's own server. Production shape (DATABASE_URL and REDIS_URL set): static files
+collected, `check --deploy` and the migration state reported, then the web server, the
+sandbox server, WORKERS Celery worker processes and Celery beat, all supervised
+(config/supervisor.py). Non-interactive; SIGTERM or SIGINT stops every child. Honours HOST,
+PORT, SANDBOX_PORT (PORT + 1), WORKERS and WORKER_CONCURRENCY, from the environment or
+`.env`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from config.shape import (
     dotenv_load,
     env_file_path,
     sandbox_base_url_for,
+    sandbox_port_for,
     settings_select,
 )
 from config.supervisor import Child, Supervisor
@@ -40,11 +43,20 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
         argv=[python, "-m", "daphne", "-b", host, "-p", port, "config.asgi:application"],
         restart=False,
     )
+    # The sandbox shop is an external API to the agents: its own server process, so that
+    # tool calls do not compete with the console for the web process.
+    sandbox = Child(
+        name="sandbox",
+        argv=[
+            *(python, "-m", "daphne", "-b", host, "-p", sandbox_port_for(environ_)),
+            "config.asgi:application",
+        ],
+    )
     if not celery:
-        return [web]
+        return [web, sandbox]
     workers = int(environ_.get("WORKERS") or 2)
     concurrency = environ_.get("WORKER_CONCURRENCY") or "100"
-    children = [web]
+    children = [web, sandbox]
     for number in range(1, workers + 1):
         # Threads pool: each task hands its run to the process's event loop, so one worker
         # process holds many runs in flight while they wait on the model.
@@ -86,7 +98,7 @@ def production_prepare() -> None:
 
 
 def embedded_prepare() -> None:
-    """The embedded shape is one process on its own SQLite file: bring the database up to
+    """The embedded shape is one installation on its own SQLite file: bring the database up to
     date and, on a first start with no users, seed the demo, so `bin/serve` alone gives a
     working app with the printed logins (`make run` does the same steps first)."""
     if _manage("migrate", "--noinput", "-v0").returncode != 0:
@@ -113,14 +125,14 @@ def banner(*, celery: bool, environ_: dict[str, str], from_file: dict[str, str])
         f"  URL:        http://{host}:{port}/",
         f"  Admin:      http://{host}:{port}/admin/",
         f"  API docs:   http://{host}:{port}/api/docs/",
-        f"  Sandbox:    {environ_['SANDBOX_BASE_URL']}",
+        f"  Sandbox:    {environ_['SANDBOX_BASE_URL']}  (its own server process)",
         "  Logins:     support / support-demo   ops / ops-demo   admin / admin-demo",
         '  Try:        .venv/bin/python manage.py ask "Where is my order #W…?"'
         "   (see the order printed above)",
     ]
     only_here = [
         name
-        for name in ("DATABASE_URL", "REDIS_URL", "HOST", "PORT")
+        for name in ("DATABASE_URL", "REDIS_URL", "HOST", "PORT", "SANDBOX_PORT")
         if name in environ_ and name not in from_file
     ]
     if only_here:

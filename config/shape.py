@@ -69,16 +69,25 @@ def settings_select(*, target: MutableMapping[str, str] | None = None) -> str:
     return module
 
 
+def sandbox_port_for(environ_: Mapping[str, str]) -> str:
+    """The port of the sandbox's own server process: SANDBOX_PORT, else PORT + 1."""
+    explicit = environ_.get("SANDBOX_PORT")
+    if explicit:
+        return explicit
+    port = environ_.get("PORT") or DEFAULT_PORT
+    return str(int(port) + 1) if port.isdigit() else port
+
+
 def sandbox_base_url_for(environ_: Mapping[str, str]) -> str:
-    """Where this installation's server serves the sandbox shop, from HOST and PORT (the
-    ones bin/serve listens on), so a second shell calls the sandbox of the running server."""
+    """Where this installation serves the sandbox shop, from HOST and the sandbox port
+    (bin/serve runs it as its own process, the way an external API runs), so a second
+    shell calls the sandbox of the running installation."""
     host = environ_.get("HOST") or DEFAULT_HOST
     if host in _WILDCARD_HOSTS:
         host = DEFAULT_HOST
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    port = environ_.get("PORT") or DEFAULT_PORT
-    return f"http://{host}:{port}/sandbox/api"
+    return f"http://{host}:{sandbox_port_for(environ_)}/sandbox/api"
 
 
 def secret_key_required(environ_: Mapping[str, str]) -> str:

@@ -22,7 +22,7 @@ from sandbox.views import (
     USER_ORDERS_MAX_LIMIT,
 )
 
-HIDDEN_ROUTES = {"faults", "fault_detail", "unknown", "openapi"}
+HIDDEN_ROUTES = {"faults", "fault_detail", "drifts", "drift_detail", "unknown", "openapi"}
 PATH_CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
 
 ORDER_ID = {"type": "string", "pattern": r"^#W\d{7}$", "description": "Order id like #W1234567"}

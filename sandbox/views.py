@@ -786,15 +786,16 @@ def drift_detail(request: HttpRequest, drift_id: int) -> HttpResponse:
     denied = _fault_injector_or_error(request)
     if denied is not None:
         return denied
+    if request.method == "DELETE":
+        # Idempotent, like the fault API: deleting what is gone says so with a 200.
+        return JsonResponse(
+            {"id": drift_id, "deleted": services.contractdrift_delete(drift_id=drift_id) > 0}
+        )
     drift = ContractDrift.objects.filter(pk=drift_id).first()
     if drift is None:
         return _not_found(f"no contract drift {drift_id}")
     if request.method == "GET":
         return JsonResponse(_drift_payload(drift))
-    if request.method == "DELETE":
-        return JsonResponse(
-            {"id": drift_id, "deleted": services.contractdrift_delete(drift_id=drift_id) > 0}
-        )
     body = _json_body(request, empty=b"{}")
     if isinstance(body, JsonResponse):
         return body

@@ -46,6 +46,7 @@ SCRUBBED = (
     "SANDBOX_BASE_URL",
     "DJANGO_ALLOW_ASYNC_UNSAFE",
     "PORT",
+    "SANDBOX_PORT",
     "HOST",
 )
 
@@ -138,6 +139,8 @@ class ServedApp:
         the demo seed), otherwise start ``bin/serve`` alone on an empty installation."""
         self.port = free_port()
         self.env["PORT"] = str(self.port)
+        # The sandbox shop's own server process (bin/serve): a free port of its own.
+        self.env["SANDBOX_PORT"] = str(free_port())
         self.env["HOST"] = "127.0.0.1"
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"serve-{self.shape}.log"
@@ -164,8 +167,10 @@ class ServedApp:
                 raise AssertionError(f"bin/serve exited early:\n{self.log_tail()}")
             try:
                 status, _ = self.request("GET", "/accounts/login/")
-                if status == 200:
-                    return
+                sandbox = f"http://127.0.0.1:{self.env['SANDBOX_PORT']}/sandbox/api/openapi.json"
+                with urllib.request.urlopen(sandbox, timeout=5) as response:
+                    if status == 200 and response.status == 200:
+                        return  # the console and the sandbox's own server both answer
             except OSError:
                 pass
             time.sleep(0.25)

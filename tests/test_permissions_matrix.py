@@ -32,7 +32,7 @@ from reviews.models import ReviewItem
 from reviews.services import review_item_approve
 from sandbox.faults import fault_cache_clear
 from sandbox.models import Article, FaultRule, Order, Product, ReturnRequest, ShopUser, Sku
-from sandbox.services import faultrule_set
+from sandbox.services import contractdrift_set, faultrule_set
 from tests.policies.conftest import make_strategy  # noqa: F401
 from traces.models import Feedback, Job, Step, Trace
 from traces.rollups import rollups_record_steps
@@ -61,6 +61,7 @@ STAFF_ONLY: Statuses = (302, 302, 302, 302, 200)  # non-staff go to the admin lo
 NO_GET: Statuses = (405, 405, 405, 405, 405)
 
 FAULT_BODY = {"rate_404": 0.0, "seed": 3}
+DRIFT_BODY = {"endpoint": "returns", "kind": "unavailable", "enabled": False}
 
 
 @dataclass(frozen=True)
@@ -315,6 +316,17 @@ ROUTES: dict[str, Route] = {
         },
         FAULT_BODY,
     ),
+    # --- the contract-drift API: the same permission as the fault API ---------------------
+    "sandbox/api/_drifts": Route(
+        "/sandbox/api/_drifts",
+        {"GET": FAULTS_READ, "POST": (403, 403, 403, 201, 201), "DELETE": FAULTS_READ},
+        DRIFT_BODY,
+    ),
+    "sandbox/api/_drifts/<int:drift_id>": Route(
+        "/sandbox/api/_drifts/{sandbox_contractdrift}",
+        {"GET": FAULTS_READ, "PATCH": FAULTS_READ, "DELETE": FAULTS_READ},
+        {"layout": "problem"},
+    ),
     "sandbox/api/^(?P<rest>.*)$": Route(
         "/sandbox/api/no-such-endpoint", {"GET": (404,) * 5, "POST": (404,) * 5}
     ),
@@ -458,6 +470,7 @@ def world(
     experiment = experiment_create(name="learned strategies vs none", actor=ops_user)
     # A rule that injects nothing: the shop routes above must answer normally.
     faultrule_set(endpoint="returns", enabled=False)
+    contractdrift_set(endpoint="returns", kind="unavailable", enabled=False)
     order = Order.objects.order_by("order_id").first()
     assert order is not None
     assert ReturnRequest.objects.exists()

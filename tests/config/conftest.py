@@ -24,6 +24,7 @@ SHAPE_VARIABLES = (
     "SANDBOX_BASE_URL",
     "HOST",
     "PORT",
+    "SANDBOX_PORT",
     "WORKERS",
     "WORKER_CONCURRENCY",
 )

@@ -41,6 +41,7 @@ class Served:
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.log = log
         self.port = int(env["PORT"])
+        self.sandbox_port = int(env["SANDBOX_PORT"])
         self.process = subprocess.Popen(
             ["bin/serve"],
             cwd=PROJECT_DIR,
@@ -55,6 +56,13 @@ class Served:
 
     def pid_of(self, name: str, start: int) -> int | None:
         return next((p for c, p, n in self.started() if (c, n) == (name, start)), None)
+
+    def sandbox_answers(self) -> bool:
+        url = f"http://127.0.0.1:{self.sandbox_port}/sandbox/api/openapi.json"
+        try:
+            return httpx.get(url).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def answers(self) -> bool:
         try:
@@ -81,7 +89,12 @@ def serve(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Served]]:
 
     def start(env: dict[str, str]) -> Served:
         served = Served(
-            {**env, "AGENT_OPS_PYTHON": sys.executable, "PORT": str(free_port())},
+            {
+                **env,
+                "AGENT_OPS_PYTHON": sys.executable,
+                "PORT": str(free_port()),
+                "SANDBOX_PORT": str(free_port()),
+            },
             tmp_path / f"serve-{len(running)}.log",
         )
         running.append(served)
@@ -100,6 +113,7 @@ def test_the_children_honour_host_port_workers_and_concurrency():
 
     assert [(c.name, c.restart) for c in children] == [
         ("web", False),
+        ("sandbox", True),
         ("worker1", True),
         ("worker2", True),
         ("worker3", True),
@@ -107,12 +121,17 @@ def test_the_children_honour_host_port_workers_and_concurrency():
     ]
     web_argv = " ".join(children[0].argv)
     assert "-m daphne -b 0.0.0.0 -p 9100 config.asgi:application" in web_argv
-    worker_argv = " ".join(children[2].argv)
+    # The sandbox shop serves on its own port, in its own process: PORT + 1 by default.
+    assert "-m daphne -b 0.0.0.0 -p 9101 config.asgi:application" in " ".join(children[1].argv)
+    assert children_for(celery=True, environ_={**env, "SANDBOX_PORT": "7000"})[1].argv[-2] == (
+        "7000"
+    )
+    worker_argv = " ".join(children[3].argv)
     assert "-P threads -c 7 -n worker2@%h" in worker_argv
 
 
-def test_the_embedded_shape_runs_only_the_web_server():
-    assert [c.name for c in children_for(celery=False, environ_={})] == ["web"]
+def test_the_embedded_shape_runs_the_web_server_and_the_sandbox():
+    assert [c.name for c in children_for(celery=False, environ_={})] == ["web", "sandbox"]
 
 
 def test_the_banner_says_which_variables_another_shell_would_miss():
@@ -141,8 +160,11 @@ def test_embedded_serve_writes_a_secret_key_serves_the_app_and_stops_on_sigterm(
     env_file = Path(clean_env["DJANGO_ENV_FILE"])
     assert "DJANGO_SECRET_KEY=" in env_file.read_text()
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
-    # and only the web server runs, in the local settings, without DEBUG pages
-    assert [name for name, _, _ in served.started()] == ["web"]
+    # and the web server and the sandbox's own server run, in the local settings, without
+    # DEBUG pages; the sandbox answers on its own port
+    wait_for(lambda: len(served.started()) == 2)
+    assert sorted(name for name, _, _ in served.started()) == ["sandbox", "web"]
+    wait_for(served.sandbox_answers)
     assert "config.settings.local" in served.log.read_text()
     not_found = httpx.get(f"http://127.0.0.1:{served.port}/no-such-page")
     assert not_found.status_code == 404
@@ -150,10 +172,10 @@ def test_embedded_serve_writes_a_secret_key_serves_the_app_and_stops_on_sigterm(
     assert "urlpatterns" not in not_found.text
 
     # when it gets SIGTERM, it exits cleanly and takes its children with it
-    web_pid = served.pid_of("web", 1)
+    web_pid, sandbox_pid = served.pid_of("web", 1), served.pid_of("sandbox", 1)
     assert served.terminate() == 0
-    assert web_pid is not None
-    assert not alive(web_pid)
+    assert web_pid is not None and sandbox_pid is not None
+    assert not alive(web_pid) and not alive(sandbox_pid)
 
 
 @pytest.mark.celery_worker

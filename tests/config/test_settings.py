@@ -34,11 +34,11 @@ def test_a_second_shell_reads_the_installation_env_file(clean_env, settings):
     # when manage.py runs there
     result = run_python("manage.py", "shell", "-c", SHOW_SETTINGS, env=clean_env)
 
-    # then it uses the server's settings, database and sandbox
+    # then it uses the server's settings, database and sandbox (its own server: PORT + 1)
     values = shown(result)
     assert values["module"] == "config.settings.production"
     assert values["db"] == settings.DATABASES["default"]["NAME"]
-    assert values["sandbox"] == "http://127.0.0.1:8123/sandbox/api"
+    assert values["sandbox"] == "http://127.0.0.1:8124/sandbox/api"
     assert values["executor"] == "celery"
 
 

@@ -82,12 +82,13 @@ def test_a_missing_env_file_leaves_the_environment_alone(tmp_path: Path):
 @pytest.mark.parametrize(
     ("environ", "expected"),
     [
-        ({}, "http://127.0.0.1:8000/sandbox/api"),
-        ({"PORT": "9100"}, "http://127.0.0.1:9100/sandbox/api"),
-        ({"HOST": "0.0.0.0", "PORT": "9100"}, "http://127.0.0.1:9100/sandbox/api"),
-        ({"HOST": "::"}, "http://127.0.0.1:8000/sandbox/api"),
-        ({"HOST": "::1"}, "http://[::1]:8000/sandbox/api"),
-        ({"HOST": "agentops.internal"}, "http://agentops.internal:8000/sandbox/api"),
+        ({}, "http://127.0.0.1:8001/sandbox/api"),
+        ({"PORT": "9100"}, "http://127.0.0.1:9101/sandbox/api"),
+        ({"PORT": "9100", "SANDBOX_PORT": "7000"}, "http://127.0.0.1:7000/sandbox/api"),
+        ({"HOST": "0.0.0.0", "PORT": "9100"}, "http://127.0.0.1:9101/sandbox/api"),
+        ({"HOST": "::"}, "http://127.0.0.1:8001/sandbox/api"),
+        ({"HOST": "::1"}, "http://[::1]:8001/sandbox/api"),
+        ({"HOST": "agentops.internal"}, "http://agentops.internal:8001/sandbox/api"),
     ],
 )
 def test_the_sandbox_url_is_where_bin_serve_listens(environ, expected):

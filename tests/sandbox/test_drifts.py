@@ -294,6 +294,8 @@ def test_drift_api_creates_changes_lists_and_deletes(injector_client):
     assert [d["id"] for d in listed["results"]] == [drift_id]
     assert "rate_limited" in listed["kinds"]
     assert deleted.json() == {"id": drift_id, "deleted": True}
+    again = injector_client.delete(f"{API}/_drifts/{drift_id}")
+    assert (again.status_code, again.json()["deleted"]) == (200, False)
     assert not ContractDrift.objects.exists()
 
 
