@@ -414,19 +414,28 @@ async def _paired_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool,
         checked = executor.validate(facts.tool, facts.action_input)
         if isinstance(checked, ValidationFailure):
             return False, f"{checked.code}: {checked.detail}"
-        for _ in range(RANDOM_FAULT_PAIRS):
-            bare = await executor.execute(checked)
+        for number in range(RANDOM_FAULT_PAIRS):
             if proposal.kind == "error_handler":
+                bare = await executor.execute(checked)
                 fixed = await _handler_act(executor, proposal.branch, checked, bare, context, rules)
+                pairs.append((bare.ok, fixed))
+                continue
+            applied = await _strategy_applied(
+                executor, proposal, facts.tool, facts.action_input, context
+            )
+            if applied.call is None:
+                # Unchanged, the call is the bare call; blocked or invalid, nothing is sent.
+                bare_ok = (await executor.execute(checked)).ok
+                fixed = bare_ok and applied.state == "unchanged"
+            elif number % 2 == 0:
+                # Which call goes first alternates, so an upstream's own rhythm (every
+                # other call refused) favours neither side.
+                bare_ok = (await executor.execute(checked)).ok
+                fixed = (await executor.execute(applied.call)).ok
             else:
-                applied = await _strategy_applied(
-                    executor, proposal, facts.tool, facts.action_input, context
-                )
-                if applied.call is None:
-                    fixed = bare.ok if applied.state == "unchanged" else False
-                else:
-                    fixed = (await executor.execute(applied.call)).ok
-            pairs.append((bare.ok, fixed))
+                fixed = (await executor.execute(applied.call)).ok
+                bare_ok = (await executor.execute(checked)).ok
+            pairs.append((bare_ok, fixed))
     result = PairedResult(tuple(pairs))
     verdict = "beats" if result.passed else "does not beat"
     call = f"{facts.tool} {canonical_json(facts.action_input)}"
@@ -453,14 +462,29 @@ class _Applied:
     why: str = ""
 
 
+def _as_sent(
+    executor: ToolExecutor, tool: str, arguments: dict[str, Any], *, recorded: bool
+) -> ValidatedCall | ValidationFailure:
+    """The call to send. ``recorded`` arguments are those a successful call sent, after the
+    adapters of the policy it ran with: they are not validated against the tool's schema
+    again (that schema may be exactly what those adapters repair)."""
+    snapshot = executor.tools.get(tool)
+    if not recorded or snapshot is None or snapshot.suspended:
+        return executor.validate(tool, arguments)
+    return ValidatedCall(tool=snapshot, arguments=dict(arguments), adapters_fired=[])
+
+
 async def _strategy_applied(
     executor: ToolExecutor,
     proposal: Proposal,
     tool: str,
     arguments: dict[str, Any],
     context: RepairContext,
+    *,
+    recorded: bool = False,
 ) -> _Applied:
-    """``arguments`` as the runtime would send them with only this strategy in the policy."""
+    """``arguments`` as the runtime would send them with this strategy added to the policy
+    (``recorded``: as a successful call sent them, see ``_as_sent``)."""
     branch = proposal.branch
     arguments = dict(arguments)
     if proposal.kind == "pre_condition":
@@ -479,7 +503,7 @@ async def _strategy_applied(
         if found is None or found == value:
             return _Applied("unchanged")
         arguments[branch["assign"]] = found
-    checked = executor.validate(tool, arguments)
+    checked = _as_sent(executor, tool, arguments, recorded=recorded)
     if isinstance(checked, ValidationFailure):
         return _Applied("invalid", why=f"{checked.code}: {checked.detail}")
     if proposal.kind == "pre_condition":
@@ -548,7 +572,9 @@ async def _regression_replay(proposal: Proposal, facts: FailureFacts) -> tuple[b
         for step in good:
             arguments = dict(step.action_input or {})
             context = await sync_to_async(_repair_context_at)(str(step.trace_id), step.step_number)
-            applied = await _strategy_applied(executor, proposal, facts.tool, arguments, context)
+            applied = await _strategy_applied(
+                executor, proposal, facts.tool, arguments, context, recorded=True
+            )
             shown = f"{facts.tool} {canonical_json(arguments)}"
             if applied.state == "unchanged":
                 counts["kept"] += 1

@@ -159,6 +159,62 @@ def test_a_rule_good_calls_satisfy_passes_the_regression_replay_and_the_run(
     assert stage3 == f"replay run {replay.pk}: finished (answered_from_data)"
 
 
+# An API that knows two stock-keeping codes, one of them zero-padded.
+PADDED_STOCK = {"A-1": 4, "0042": 7}
+
+
+def padded_stock_api(request: ApiRequest) -> tuple[int, Any]:
+    sku = request.path.rsplit("/", 1)[-1]
+    if sku in PADDED_STOCK:
+        return 200, {"sku": sku, "in_stock": PADDED_STOCK[sku]}
+    return 404, {"detail": f"unknown sku {sku!r}"}
+
+
+def test_the_regression_replay_rejects_an_adapter_that_breaks_good_calls(
+    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    from agents.models import Tool
+    from traces.models import Step
+
+    with RecordingAPI(respond=padded_stock_api) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        tool = Tool.objects.create(
+            name="partner_stock",
+            description="Partner stock API.",
+            method="GET",
+            params_schema={"type": "object", "properties": {"sku": {"type": "string"}}},
+            endpoint_template="{sandbox}/stock/{sku}",
+        )
+        tool.allowed_agents.add(support_agent)
+        # given a recorded good call with the zero-padded code (as a run recorded it)
+        good = failed_trace(tool="partner_stock", action_input={"sku": "0042"})
+        Step.objects.filter(trace=good).update(ok=True, status_code=200, error_type="")
+        # and a failed call with zeros in front of a code that has none
+        facts = _facts(
+            failed_trace,
+            tool="partner_stock",
+            action_input={"sku": "00A-1"},
+            status_code=404,
+            error_type="RESOURCE_NOT_FOUND",
+        )
+        strip_zeros = {
+            "tool": "partner_stock",
+            "field": "sku",
+            "steps": [{"op": "trim", "chars": "0"}],
+        }
+
+        passed, detail = strategy_replay(proposal=_proposal("adapter", strip_zeros), facts=facts)
+
+    # the repair fixes the failed call, and breaks the padded code that worked
+    assert not passed
+    assert detail == (
+        'blocks 1 of 1 recent good calls of partner_stock: partner_stock {"sku": "0042"} '
+        '(sent as {"sku": "42"} -> 404)'
+    )
+    assert [r.path.rsplit("/", 1)[-1] for r in api.requests] == ["A-1", "42"]
+    assert not Trace.objects.filter(origin=Trace.Origin.REPLAY).exists()
+
+
 # --- random faults: paired replays ----------------------------------------------------
 def test_a_retry_learned_from_one_lucky_429_is_rejected(
     shop: str, failed_trace: Any, no_model_mistakes: None
