@@ -411,7 +411,9 @@ async def _paired_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool,
     pairs: list[tuple[bool, bool]] = []
     async with httpx.AsyncClient(trust_env=False) as client:
         executor = _executor(tools, client)
-        checked = executor.validate(facts.tool, facts.action_input)
+        # A random fault came from a call that went out: its recorded arguments are those it
+        # sent, after the live adapters, and are sent again as they were.
+        checked = _as_sent(executor, facts.tool, facts.action_input, recorded=True)
         if isinstance(checked, ValidationFailure):
             return False, f"{checked.code}: {checked.detail}"
         for number in range(RANDOM_FAULT_PAIRS):
@@ -421,7 +423,7 @@ async def _paired_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool,
                 pairs.append((bare.ok, fixed))
                 continue
             applied = await _strategy_applied(
-                executor, proposal, facts.tool, facts.action_input, context
+                executor, proposal, facts.tool, facts.action_input, context, recorded=True
             )
             if applied.call is None:
                 # Unchanged, the call is the bare call; blocked or invalid, nothing is sent.

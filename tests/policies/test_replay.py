@@ -656,8 +656,41 @@ def test_wait_retry_waits_as_asked_within_its_cap_and_fails_while_the_upstream_r
     assert len(api.requests) == requests
 
 
-def test_wait_retry_refuses_a_call_the_schema_refuses(failed_trace: Any, order: Order) -> None:
+def test_wait_retry_on_a_recorded_call_that_cannot_go_out_again_does_not_pass(
+    failed_trace: Any, order: Order
+) -> None:
+    # a recorded call without the order id its endpoint needs fails both ways
     facts = _facts(failed_trace, action_input={}, status_code=429, error_type="RATE_LIMITED")
     passed, detail = _wait_retry(facts, max_retries=1, max_wait_s=5)
     assert not passed
-    assert "order_id" in detail
+    assert detail.endswith(_not_beaten(0, 0))
+
+
+def test_a_random_fault_is_replayed_with_the_arguments_the_call_sent(
+    failed_trace: Any, order: Order, make_strategy: Any, settings: Any
+) -> None:
+    # given a live adapter that sends order ids as integers to the drifted order API
+    settings.LLM_SIM_ERROR_RATES = {}
+    settings.POLICY_PUBLISH = "at_once"
+    from policies.services import strategy_activate
+
+    strategy_activate(
+        strategy=make_strategy(status="proposed"), author_kind="reviewer", at_once=True
+    )
+    faultrule_set(endpoint="orders", drift="require_int_id", rate_500=1.0)
+    digits = int(order.order_id.removeprefix("#W"))
+    # and a 500 recorded on the call as it went out (an integer the tool's schema refuses)
+    facts = _facts(
+        failed_trace,
+        action_input={"order_id": digits},
+        status_code=500,
+        error_type="INTERNAL_SERVER_ERROR",
+        query=f"Where is my order {order.order_id}?",
+    )
+    _cache("get_order", {"order_id": digits}, f'{{"status": "{order.status}"}}')
+
+    passed, detail = _replay("error_handler", DEGRADE, facts)
+
+    assert passed, detail
+    assert f'paired replays of get_order {{"order_id": {digits}}}: 6 of 6 calls' in detail
+    assert detail.endswith(": finished (answered_from_data)")
