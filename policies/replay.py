@@ -339,7 +339,8 @@ class PairedResult:
         n = len(self.pairs)
         return (
             f"{self.with_strategy} of {n} calls succeeded with the strategy, "
-            f"{self.without} of {n} without ({self.wins} pairs won, {self.losses} lost, "
+            f"{self.without} of {n} without ({self.wins} pair{'' if self.wins == 1 else 's'} "
+            f"won, {self.losses} lost, "
             f"one-sided sign test p = {self.p_value:.3g})"
         )
 

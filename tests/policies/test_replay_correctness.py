@@ -328,6 +328,18 @@ def test_a_wait_retry_that_beats_no_strategy_on_paired_replays_passes(
     assert handled.details["handler"] == "wait_retry"
 
 
+def test_the_paired_counts_read_as_words() -> None:
+    from policies.replay import PairedResult
+
+    result = PairedResult(((False, True), (True, True), (True, False), (False, False)))
+    assert (result.with_strategy, result.without, result.wins, result.losses) == (2, 2, 1, 1)
+    assert not result.passed
+    assert result.describe() == (
+        "2 of 4 calls succeeded with the strategy, 2 of 4 without "
+        "(1 pair won, 1 lost, one-sided sign test p = 0.75)"
+    )
+
+
 @pytest.mark.parametrize(
     ("wins", "losses", "p"),
     [(0, 0, 1.0), (6, 0, 1 / 64), (5, 0, 1 / 32), (5, 1, 7 / 64), (3, 3, 42 / 64)],
