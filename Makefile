@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-dashboard bench-pages mutation clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,12 @@ bench-learning: secret-key
 	mkdir -p var
 	$(BENCH_ENV) $(PY) manage.py migrate --noinput -v0
 	$(BENCH_ENV) $(PY) manage.py bench_learning --yes
+
+## The drift gauntlet: the learning loop against contract changes, one at a time (docs/learning-loop.md).
+bench-drift: secret-key
+	mkdir -p var
+	$(BENCH_ENV) $(PY) manage.py migrate --noinput -v0
+	$(BENCH_ENV) $(PY) manage.py bench_drift --yes
 
 ## Dashboards over 1M generated steps; needs PostgreSQL (COPY) and a database of its own.
 BENCH_PG_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops_bench

@@ -918,6 +918,12 @@ class AgentRun:
                     "signature": signature,
                     "code": result.code,
                     "truncated": truncated,
+                    # What the API asked for in Retry-After: evidence for Reflexion.
+                    **(
+                        {"retry_after_s": result.retry_after_s}
+                        if result.retry_after_s is not None
+                        else {}
+                    ),
                     **handled,
                 },
             )

@@ -18,13 +18,12 @@ import logging
 import os
 import platform
 import random
-import re
 import statistics
 import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -41,7 +40,14 @@ from django.core.management import call_command
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 from django.test import Client
 
-from bench.stats import difference_interval, mean_interval, two_proportion_z_test, wilson_interval
+from bench.judge import answer_correct as judge_answer_correct
+from bench.stats import (
+    difference_interval,
+    mcnemar_exact,
+    mean_interval,
+    two_proportion_z_test,
+    wilson_interval,
+)
 
 POLICY_QUESTIONS: list[tuple[str, list[str]]] = [
     ("How many days do I have to return an item?", ["30 days"]),
@@ -179,8 +185,11 @@ def _get(client: Client, path: str) -> dict[str, Any]:
     return response.json()
 
 
-def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task]:
-    """A fixed, seeded suite; expected facts come from the fault-free sandbox API."""
+def tasks_generate(
+    *, seed: int, count: int, train_fraction: float, mix: dict[str, float] | None = None
+) -> list[Task]:
+    """A fixed, seeded suite; expected facts come from the fault-free sandbox API.
+    ``mix`` (default ``MIX``) gives each task kind's share; kinds left out get no tasks."""
     from sandbox.models import Order, Product
     from sandbox.services import faultrule_clear
 
@@ -192,8 +201,9 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
     products = list(Product.objects.order_by("product_id").values_list("product_id", "name"))
     rng.shuffle(orders)
     rng.shuffle(products)
-    counts = {kind: round(count * share) for kind, share in MIX.items()}
-    counts["order_status"] += count - sum(counts.values())
+    shares = MIX if mix is None else mix
+    counts = {kind: round(count * shares.get(kind, 0.0)) for kind in MIX}
+    counts[next(kind for kind in MIX if shares.get(kind))] += count - sum(counts.values())
     tasks: list[Task] = []
     order_iter = iter(orders)
     for _ in range(counts["order_status"]):
@@ -213,12 +223,17 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
             skus = _get(client, f"{base}/products/{product_id}")["skus"]
             expected: dict[str, Any]
             if kind == "price":
-                amounts: set[float] = set()
+                by_sku: dict[str, list[float]] = {}
                 for sku in skus:
                     detail = _get(client, f"{base}/skus/{quote(sku['sku'], safe='')}")
-                    amounts |= {float(detail["price"]), float(detail["final_price"])}
+                    by_sku[sku["sku"]] = sorted(
+                        {float(detail["price"]), float(detail["final_price"])}
+                    )
                 query = rng.choice(PRICE_TEMPLATES).format(name=name)
-                expected = {"amounts": sorted(amounts)}
+                expected = {
+                    "amounts": sorted({a for values in by_sku.values() for a in values}),
+                    "amounts_by_sku": by_sku,
+                }
             else:
                 stock = {
                     sku["sku"]: _get(client, f"{base}/inventory/{quote(sku['sku'], safe='')}")[
@@ -227,7 +242,11 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
                     for sku in skus
                 }
                 query = rng.choice(STOCK_TEMPLATES).format(name=name)
-                expected = {"stock_by_sku": stock}
+                # A SKU may be named by its colour and size instead of its code.
+                variants = {
+                    sku["sku"]: [sku.get("color") or "", sku.get("size") or ""] for sku in skus
+                }
+                expected = {"stock_by_sku": stock, "variants": variants}
             tasks.append(Task("", kind, "", query, expected))
     for _ in range(counts["compare"]):
         (_, name_a), (_, name_b) = rng.sample(products, 2)
@@ -258,106 +277,11 @@ def tasks_generate(*, seed: int, count: int, train_fraction: float) -> list[Task
 def answer_correct(task: Task, status: str, answer: str) -> bool:
     """Whether ``answer`` states the sandbox's ground truth for ``task``, in any wording.
 
-    The judge knows the facts (an order's status, a return's eligibility, prices, stock,
-    which product is cheaper, a policy's number), never how any model phrases them.
+    The judge (``bench.judge``) knows the facts (an order's status, a return's eligibility,
+    prices per SKU, stock per SKU, which product is cheaper, a policy's number, a date),
+    never how any model phrases them.
     """
-    if status != "finished":
-        return False
-    text = " ".join(answer.split())
-    lowered = text.lower()
-    expected = task.expected
-    if "status" in expected:
-        return _says_status(lowered, str(expected["status"]))
-    if "eligible" in expected:
-        return _says_eligible(lowered) is expected["eligible"]
-    if "amounts" in expected:
-        return any(
-            abs(number - amount) < 0.005
-            for number in _numbers(text)
-            for amount in expected["amounts"]
-        )
-    if "stock_by_sku" in expected:
-        for sku, in_stock in expected["stock_by_sku"].items():
-            if sku.lower() in lowered:
-                return _says_in_stock(lowered) is bool(in_stock)
-        return False
-    if "cheaper" in expected:
-        return _says_cheaper(lowered, expected["cheaper"].lower(), expected["dearer"].lower())
-    if "same_price" in expected:
-        return bool(re.search(r"\b(same|equal|identical)\b", lowered)) and all(
-            name.lower() in lowered for name in expected["same_price"]
-        )
-    if "contains_any" in expected:
-        said = _dash_normalise(lowered)
-        return any(_dash_normalise(fact.lower()) in said for fact in expected["contains_any"])
-    return False
-
-
-ORDER_STATUSES = ("pending", "processing", "shipped", "delivered", "cancelled", "returned")
-_NEGATION = r"(not|n't|never|no longer|cannot|can't|isn't|is not|ineligible|unable)"
-
-
-def _says_status(lowered: str, status: str) -> bool:
-    """The true status is named and not negated, and the answer is no hedge listing several
-    (a delivered order that was then returned may mention its delivery date)."""
-    words = {s: rf"\b{s}\b" for s in ORDER_STATUSES}
-    words["cancelled"] = r"\bcancel+ed\b"
-    named = {s for s, pattern in words.items() if re.search(pattern, lowered)}
-    if status not in named or len(named) >= 3:
-        return False
-    negated = rf"\b(not|n't|never|yet to be)\b(\W+\w+){{0,2}}\W+{words[status]}"
-    return not re.search(negated, lowered)
-
-
-def _says_eligible(lowered: str) -> bool | None:
-    if re.search(r"\bineligible\b|\bnot (be )?eligible\b|\bcannot be returned\b", lowered):
-        return False
-    if re.search(rf"\b{_NEGATION}\b[^.]{{0,40}}\b(eligible|return)", lowered):
-        return False
-    if re.search(r"\beligible\b|\bcan (be )?return|\bcan be returned\b", lowered):
-        return True
-    return None
-
-
-def _says_in_stock(lowered: str) -> bool | None:
-    if re.search(
-        r"out of stock|not in stock|sold out|unavailable|not available|no stock|\b0 in stock",
-        lowered,
-    ):
-        return False
-    if re.search(r"\bin stock\b|\bavailable\b", lowered):
-        return True
-    return None
-
-
-def _says_cheaper(lowered: str, winner: str, loser: str) -> bool:
-    """The cheaper product is named as cheaper (or the dearer one as dearer): the subject of
-    a comparison word is the product named last before it."""
-    if winner not in lowered or loser not in lowered:
-        return False
-    cheaper = r"(cheaper|less expensive|costs less|lower price|more affordable)"
-    dearer = r"(more expensive|costs more|pricier|higher price|dearer)"
-    for words, right in ((cheaper, winner), (dearer, loser)):
-        for match in re.finditer(words, lowered):
-            before = lowered[: match.start()]
-            subject = max((winner, loser), key=before.rfind)
-            if before.rfind(subject) >= 0:
-                return subject == right
-    return False
-
-
-def _numbers(text: str) -> list[float]:
-    numbers = []
-    for raw in re.findall(r"\d[\d,]*(?:\.\d+)?", text):
-        try:
-            numbers.append(float(raw.replace(",", "")))
-        except ValueError:
-            continue
-    return numbers
-
-
-def _dash_normalise(text: str) -> str:
-    return re.sub(r"\s*[\u2010-\u2015-]\s*", "-", text)
+    return judge_answer_correct(task.expected, status, answer)
 
 
 # --- running ---------------------------------------------------------------------------
@@ -587,6 +511,38 @@ def _strategies_table() -> list[dict[str, Any]]:
     ]
 
 
+def _sensitivity_lines(report: dict[str, Any]) -> list[str]:
+    if not report.get("sensitivity"):
+        return []
+    main = report["config"]["llm_sim_hint_follow_rate"]
+    lines = [
+        "## The headline at other hint-follow rates",
+        "",
+        "The same tasks, both arms again from a forgotten state, with the simulated model "
+        "heeding a strategy hint with this probability (everything else unchanged).",
+        "",
+        "| hint-follow rate | control | treatment | difference | McNemar b / c | p (McNemar) "
+        "| mean steps (control / treatment) | tokens mean (control / treatment) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows = [
+        (main, report["arms"]["control"]["heldout"], report["arms"]["treatment"]["heldout"],
+         report["comparison"]),
+        *((x["hint_follow_rate"], x["control"], x["treatment"], x["comparison"])
+          for x in report["sensitivity"]),
+    ]  # fmt: skip
+    for rate, c, t, cmp in rows:
+        lines.append(
+            f"| {rate:g}{' (main)' if rate == main else ''} | {c['success_rate']:.1%} | "
+            f"{t['success_rate']:.1%} | {cmp['difference']:+.1%} | "
+            f"{cmp['mcnemar_b']} / {cmp['mcnemar_c']} | {cmp['mcnemar_p']:.2e} | "
+            f"{c['mean_steps']:.2f} / {t['mean_steps']:.2f} | "
+            f"{c['tokens_mean']:.0f} / {t['tokens_mean']:.0f} |"
+        )
+    lines.append("")
+    return lines
+
+
 def _markdown(report: dict[str, Any]) -> str:
     c, t = report["arms"]["control"]["heldout"], report["arms"]["treatment"]["heldout"]
     test = report["comparison"]
@@ -602,6 +558,22 @@ def _markdown(report: dict[str, Any]) -> str:
         ),
         f"- tasks: {report['config']['tasks']} (seed {report['config']['seed']}), "
         f"train {report['config']['train']} / held-out {report['config']['heldout']}",
+        "- task mix: "
+        + ", ".join(f"{kind} {share:.0%}" for kind, share in report["config"]["mix"].items()),
+        *(
+            [
+                f"- simulated hint-follow rate: {report['config']['llm_sim_hint_follow_rate']:g} "
+                "(the probability that the model avoids a mistake a strategy hint in its "
+                "prompt warns about; `--hint-follow`, setting `LLM_SIM_HINT_FOLLOW_RATE`)",
+                "- simulated mistake rates: "
+                + ", ".join(
+                    f"{name} {rate:g}"
+                    for name, rate in report["config"]["llm_sim_error_rates"].items()
+                ),
+            ]
+            if report["config"]["llm_backend"] == "simulated"
+            else []
+        ),
         f"- started {report['started_at']}, took {report['wall_seconds']:.0f} s",
         "",
         "| metric | control (loop off) | treatment (loop on) |",
@@ -616,9 +588,13 @@ def _markdown(report: dict[str, Any]) -> str:
         f"| tokens mean | {c['tokens_mean']:.0f} | {t['tokens_mean']:.0f} |",
         "",
         f"Difference: **{test['difference']:+.1%}** (95% CI {test['difference_ci95'][0]:+.1%} .. "
-        f"{test['difference_ci95'][1]:+.1%}), two-proportion z = {test['z']:.2f}, "
+        f"{test['difference_ci95'][1]:+.1%}) on {test['pairs']} paired held-out tasks. "
+        f"Exact McNemar test: b = {test['mcnemar_b']} (control ok, treatment failed), "
+        f"c = {test['mcnemar_c']} (control failed, treatment ok), "
+        f"**p = {test['mcnemar_p']:.2e}**; unpaired two-proportion z = {test['z']:.2f}, "
         f"p = {test['p_value']:.2e}. Reference (seeds/000 §5.2): 72.1% → 89.7% (+17.6 points).",
         "",
+        *_sensitivity_lines(report),
         "## Success by task kind (held-out)",
         "",
         "| kind | control | treatment |",
@@ -663,6 +639,33 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def paired_comparison(control: list[RunResult], treatment: list[RunResult]) -> dict[str, Any]:
+    """Control and treatment paired on the same held-out task: the discordant pairs and the
+    exact McNemar test on them, beside the unpaired two-proportion z-test."""
+    by_task = {r.task_id: r for r in treatment}
+    pairs = [(c, by_task[c.task_id]) for c in control if c.task_id in by_task]
+    if len(pairs) != len(control) or len(pairs) != len(treatment):
+        raise ValueError("control and treatment must run the same held-out tasks")
+    b = sum(1 for c, t in pairs if c.success and not t.success)
+    d = sum(1 for c, t in pairs if not c.success and t.success)
+    cs, ts = sum(r.success for r in control), sum(r.success for r in treatment)
+    n = len(pairs)
+    z, p = two_proportion_z_test(cs, n, ts, n)
+    return {
+        "pairs": n,
+        "difference": (ts - cs) / n if n else 0.0,
+        "difference_ci95": list(difference_interval(cs, n, ts, n)) if n else [0.0, 0.0],
+        # b: control ok, treatment failed; c: control failed, treatment ok.
+        "mcnemar_b": b,
+        "mcnemar_c": d,
+        "mcnemar_p": mcnemar_exact(b, d),
+        "both_ok": sum(1 for c, t in pairs if c.success and t.success),
+        "both_failed": sum(1 for c, t in pairs if not c.success and not t.success),
+        "z": z,
+        "p_value": p,
+    }
+
+
 def experiment_run(
     *,
     seed: int,
@@ -673,10 +676,22 @@ def experiment_run(
     command: str,
     progress: Callable[[str], None],
     approval: str = "auto",
+    hint_follow_rate: float | None = None,
+    sensitivity_hint_follow_rates: Sequence[float] = (),
 ) -> dict[str, Any]:
+    """Run the experiment and write its report.
+
+    ``hint_follow_rate`` sets the simulated model's probability of heeding a strategy hint
+    for this run (default: ``settings.LLM_SIM_HINT_FOLLOW_RATE``). Each rate in
+    ``sensitivity_hint_follow_rates`` repeats both arms on the same tasks at that rate; the
+    report gives each one's headline. Both apply to the simulated backend only.
+    """
     from traces.models import Job
     from traces.services import job_finish, job_running
 
+    for rate in [hint_follow_rate, *sensitivity_hint_follow_rates]:
+        if rate is not None and not 0.0 <= rate <= 1.0:
+            raise ValueError(f"a hint-follow rate is a probability in [0, 1], got {rate!r}")
     with job_running(
         kind=Job.Kind.BENCHMARK, name=f"bench_learning seed={seed} tasks={tasks_count}"
     ) as job:
@@ -690,9 +705,55 @@ def experiment_run(
             progress=progress,
             approval=approval,
             job_id=job.pk,
+            hint_follow_rate=hint_follow_rate,
+            sensitivity_rates=list(sensitivity_hint_follow_rates),
         )
         job_finish(job_id=job.pk, message="wrote " + ", ".join(map(str, report["files"])))
     return report
+
+
+def _arms_run(
+    *,
+    train: list[Task],
+    heldout: list[Task],
+    agent_id: int,
+    concurrency: int,
+    progress: Callable[[str], None],
+    approval: str,
+    job_id: int,
+    label: str = "",
+) -> dict[str, ArmResult]:
+    """Control on held-out with the loop off; treatment learns on train, then runs held-out
+    with learning frozen. Each arm starts from the same forgotten state and environment."""
+    arms: dict[str, ArmResult] = {}
+    for name, learns in (("control", False), ("treatment", True)):
+        progress(
+            f"{label}{name}: " + ("learn on train, then measure held-out" if learns else "loop off")
+        )
+        learning_state_reset()
+        environment_apply()
+        arm_started = time.monotonic()
+        arm = ArmResult(name)
+
+        def run(split: list[Task], learn: bool, arm_name: str = name) -> list[RunResult]:
+            return run_tasks(
+                split,
+                agent_id=agent_id,
+                arm=arm_name,
+                concurrency=concurrency,
+                learn=learn,
+                progress=progress,
+                approval=approval,
+                job_id=job_id,
+            )
+
+        if learns:
+            arm.train_results = run(train, True)
+        # Held-out is measured with learning frozen in both arms.
+        arm.results = run(heldout, False)
+        arm.wall_seconds = time.monotonic() - arm_started
+        arms[name] = arm
+    return arms
 
 
 def _experiment_run(
@@ -706,6 +767,8 @@ def _experiment_run(
     progress: Callable[[str], None],
     approval: str,
     job_id: int,
+    hint_follow_rate: float | None = None,
+    sensitivity_rates: list[float] | None = None,
 ) -> dict[str, Any]:
     from agents.models import Agent
     from agents.services import DEFAULT_AGENT_SLUG
@@ -715,7 +778,14 @@ def _experiment_run(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     call_command("demo_seed", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
     agent = Agent.objects.get(slug=DEFAULT_AGENT_SLUG)
-    previous = (settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL, settings.POLICY_PUBLISH)
+    simulated = settings.LLM_BACKEND == "simulated"
+    rates: list[float] = list(sensitivity_rates or []) if simulated else []
+    previous = (
+        settings.REFLEXION_ENABLED,
+        settings.SANDBOX_BASE_URL,
+        settings.POLICY_PUBLISH,
+        settings.LLM_SIM_HINT_FOLLOW_RATE,
+    )
     # The environment's injected 500s are expected; don't log each one as a server error.
     logging.getLogger("django.request").setLevel(logging.CRITICAL)
     # Learning is driven explicitly below, in order, instead of by background jobs.
@@ -723,6 +793,11 @@ def _experiment_run(
     # This report measures what learning buys, not the canary: approvals publish at once
     # (bench.rollout measures rollouts).
     settings.POLICY_PUBLISH = "at_once"
+    if hint_follow_rate is not None:
+        # The simulated model is built per run from settings (agents.llm.factory).
+        settings.LLM_SIM_HINT_FOLLOW_RATE = hint_follow_rate
+    main_rate = float(settings.LLM_SIM_HINT_FOLLOW_RATE)
+    sensitivity: list[dict[str, Any]] = []
     try:
         with sandbox_server() as base_url:
             settings.SANDBOX_BASE_URL = base_url
@@ -730,47 +805,55 @@ def _experiment_run(
             train = [t for t in tasks if t.split == "train"]
             heldout = [t for t in tasks if t.split == "heldout"]
             progress(f"{len(tasks)} tasks: {len(train)} train, {len(heldout)} held-out")
-            # Control runs held-out; treatment runs train then held-out.
-            job_progress(job_id=job_id, advance=0, total=len(train) + 2 * len(heldout))
-            arms: dict[str, ArmResult] = {}
-            for name, learns in (("control", False), ("treatment", True)):
-                progress(
-                    f"{name}: "
-                    + ("learn on train, then measure held-out" if learns else "loop off")
+            # Control runs held-out; treatment runs train then held-out; once per rate.
+            per_pass = len(train) + 2 * len(heldout)
+            job_progress(job_id=job_id, advance=0, total=per_pass * (1 + len(rates)))
+
+            def both_arms(label: str) -> dict[str, ArmResult]:
+                return _arms_run(
+                    train=train,
+                    heldout=heldout,
+                    agent_id=agent.pk,
+                    concurrency=concurrency,
+                    progress=progress,
+                    approval=approval,
+                    job_id=job_id,
+                    label=label,
                 )
-                learning_state_reset()
-                environment_apply()
-                arm_started = time.monotonic()
-                arm = ArmResult(name)
 
-                def run(split: list[Task], learn: bool, arm_name: str = name) -> list[RunResult]:
-                    return run_tasks(
-                        split,
-                        agent_id=agent.pk,
-                        arm=arm_name,
-                        concurrency=concurrency,
-                        learn=learn,
-                        progress=progress,
-                        approval=approval,
-                        job_id=job_id,
-                    )
-
-                if learns:
-                    arm.train_results = run(train, True)
-                # Held-out is measured with learning frozen in both arms.
-                arm.results = run(heldout, False)
-                arm.wall_seconds = time.monotonic() - arm_started
-                arms[name] = arm
+            for rate in rates:
+                settings.LLM_SIM_HINT_FOLLOW_RATE = rate
+                extra = both_arms(f"[hint-follow {rate:g}] ")
+                c_extra, t_extra = extra["control"].results, extra["treatment"].results
+                sensitivity.append(
+                    {
+                        "hint_follow_rate": rate,
+                        "control": _summary(c_extra),
+                        "treatment": _summary(t_extra),
+                        "comparison": paired_comparison(c_extra, t_extra),
+                        "by_kind": {
+                            name: _by(arm.results, lambda r: [r.kind])
+                            for name, arm in extra.items()
+                        },
+                    }
+                )
+            # The main pass runs last, so the strategies table is its own.
+            settings.LLM_SIM_HINT_FOLLOW_RATE = main_rate
+            label = f"[hint-follow {main_rate:g}] " if rates else ""
+            arms = both_arms(label)
             strategies = _strategies_table()
             from sandbox.services import faultrule_clear
 
             faultrule_clear()
     finally:
-        settings.REFLEXION_ENABLED, settings.SANDBOX_BASE_URL, settings.POLICY_PUBLISH = previous
+        (
+            settings.REFLEXION_ENABLED,
+            settings.SANDBOX_BASE_URL,
+            settings.POLICY_PUBLISH,
+            settings.LLM_SIM_HINT_FOLLOW_RATE,
+        ) = previous
 
     c, t = arms["control"].results, arms["treatment"].results
-    cs, ts = sum(r.success for r in c), sum(r.success for r in t)
-    z, p = two_proportion_z_test(cs, len(c), ts, len(t))
     report: dict[str, Any] = {
         "command": command,
         "started_at": started_at,
@@ -789,7 +872,8 @@ def _experiment_run(
             "concurrency": concurrency,
             "llm_backend": settings.LLM_BACKEND,
             "llm_sim_error_rates": settings.LLM_SIM_ERROR_RATES,
-            "llm_sim_hint_follow_rate": settings.LLM_SIM_HINT_FOLLOW_RATE,
+            "llm_sim_hint_follow_rate": main_rate if simulated else None,
+            "sensitivity_hint_follow_rates": rates,
             "approval": {
                 "auto": "auto-approve after a passed replay",
                 "standin": "review stand-in: analyzer-made or twice-agreed, replay passed",
@@ -805,12 +889,8 @@ def _experiment_run(
             }
             for name, arm in arms.items()
         },
-        "comparison": {
-            "difference": (ts / len(t)) - (cs / len(c)),
-            "difference_ci95": list(difference_interval(cs, len(c), ts, len(t))),
-            "z": z,
-            "p_value": p,
-        },
+        "comparison": paired_comparison(c, t),
+        "sensitivity": sensitivity,
         "by_kind": {name: _by(arm.results, lambda r: [r.kind]) for name, arm in arms.items()},
         "by_error_type": {
             name: _by(arm.results, lambda r: r.error_types or ["(none)"])

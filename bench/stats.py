@@ -165,3 +165,26 @@ def mean_difference_interval(
         return (0.0, 0.0)
     half = z * math.sqrt(var1 / n1 + var2 / n2)
     return (mean2 - mean1 - half, mean2 - mean1 + half)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar test of paired binary outcomes: the binomial p-value of the
+    discordant pairs, ``b`` (control succeeded, treatment failed) against ``c`` (control
+    failed, treatment succeeded), under H0 that each discordant pair goes either way with
+    probability 1/2. Concordant pairs carry no information. No discordant pair: 1.0."""
+    if (
+        isinstance(b, bool)
+        or isinstance(c, bool)
+        or not isinstance(b, int)
+        or not isinstance(c, int)
+    ):
+        raise TypeError(f"mcnemar_exact needs integer counts, got b={b!r}, c={c!r}")
+    if b < 0 or c < 0:
+        raise ValueError(f"mcnemar_exact needs counts >= 0, got b={b}, c={c}")
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
+    # Exact integer arithmetic, one correctly rounded division (it underflows to 0.0 only
+    # when the true value is below ~1e-308).
+    return min(1.0, 2 * tail / 2**n)

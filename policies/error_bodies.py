@@ -15,8 +15,8 @@ Proposers learn from what an API says went wrong. APIs say it in a handful of la
 ``error_body_parse`` returns a ``ParsedError``: the items as (field or None, message), each
 with ``ErrorHints`` read cheaply from its message and structured data (the expected type,
 letter case, pattern, format, allowed values, length, a prefix to add or drop, a
-suggested or unknown parameter name, whether the field is required), plus ``Retry-After``
-in seconds from the headers. Nothing here guesses beyond what the response says.
+separator, a suggested or unknown parameter name, whether the field is required), plus
+``Retry-After`` in seconds from the headers. Nothing here guesses beyond what the response says.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class ErrorHints:
     length: int | None = None  # exactly this many characters / digits
     required_prefix: str | None = None
     forbidden_prefix: str | None = None
+    separator: str | None = None  # "use '_' as the separator", "separated by '.'"
     suggested_name: str | None = None  # "did you mean q", "renamed to q", "use q instead"
     unknown_name: str | None = None  # a parameter the API does not know (any more)
     required: bool = False
@@ -414,6 +415,13 @@ _FORBIDDEN_PREFIX_RE = re.compile(
     r"(?: prefix)?",
     re.IGNORECASE,
 )
+_SEPARATOR_RE = re.compile(
+    rf"\b(?:use|uses|using|with)\s+{_Q}([^A-Za-z0-9\s]|\s){_Q}\s+(?:as\s+(?:its|the|a)\s+)?"
+    rf"(?:separator|delimiter)s?\b|\b(?:separated|delimited)\s+(?:by|with)\s+{_Q}"
+    rf"([^A-Za-z0-9\s]|\s){_Q}|\b(?:separator|delimiter)\s+(?:must be|is now|should be)\s+"
+    rf"{_Q}([^A-Za-z0-9\s]|\s){_Q}",
+    re.IGNORECASE,
+)
 _SUGGEST_RE = re.compile(
     rf"\bdid you mean\s+{_Q}?([A-Za-z_][\w.\-]{{0,63}}){_Q}?|\b(?:renamed|changed) to\s+"
     rf"{_Q}?([A-Za-z_][\w.\-]{{0,63}}){_Q}?|\b(?:replaced by|superseded by)\s+(?:parameter\s+)?"
@@ -484,6 +492,9 @@ def message_hints(message: str) -> ErrorHints:
     match = _FORBIDDEN_PREFIX_RE.search(text)
     if match:
         values["forbidden_prefix"] = match.group(1) or match.group(2) or match.group(3)
+    match = _SEPARATOR_RE.search(text)
+    if match:
+        values["separator"] = next(g for g in match.groups() if g is not None)
     match = _SUGGEST_RE.search(text)
     if match:
         values["suggested_name"] = next(g for g in match.groups() if g).rstrip(".-")

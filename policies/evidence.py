@@ -131,6 +131,13 @@ class Target:
             checks.append(str(value).startswith(hints.required_prefix))
         if hints.forbidden_prefix:
             checks.append(not str(value).lower().startswith(hints.forbidden_prefix.lower()))
+        if hints.separator:
+            others = [s for s in SEPARATORS if s != hints.separator]
+            checks.append(
+                text is not None
+                and hints.separator in text
+                and not any(other in text for other in others)
+            )
         layout = _NAMED_DATE.get(hints.expected_format or "") or strftime_from_format(
             hints.expected_format
         )
@@ -181,8 +188,10 @@ def _single_steps(value: Any, target: Target) -> Iterator[dict[str, Any]]:
     for width in _wanted_widths(target):
         yield {"op": "zero_pad", "width": width}
     present = [s for s in SEPARATORS if s in text]
+    wanted = target.hints.separator
+    targets = ("", *SEPARATORS, *((wanted,) if wanted and wanted not in SEPARATORS else ()))
     for source in present:
-        for to in ("", *SEPARATORS):
+        for to in targets:
             if to != source:
                 yield {"op": "separators", "from": source, "to": to}
     layout = target.date_target()
@@ -196,19 +205,32 @@ def _single_steps(value: Any, target: Target) -> Iterator[dict[str, Any]]:
             yield {"op": "enum_map", "map": {value: allowed}}
 
 
-def chain_for(value: Any, target: Target) -> tuple[str, list[dict[str, Any]]] | None:
-    """The first candidate whose result the target accepts (and that changes the value)."""
+def chains_for(
+    value: Any, target: Target, *, limit: int = 3
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Up to ``limit`` candidates whose results the target accepts, simplest first; two
+    chains with the same result count once. The evidence can fit more than one repair
+    ("must start with 'ORD-'": add the prefix, or replace '#W' by it); the replay decides."""
     if not target.has_evidence() or target.fits(value):
-        return None
+        return
+    results: list[Any] = []
     for name, steps in candidate_chains(value, target):
         try:
             parsed = repair_steps_parse(steps, field="v")
             result = repair_apply(parsed, {"v": value})["v"]
         except (ValueError, RepairNotApplicable):
             continue
-        if result != value and target.fits(result):
-            return name, steps
-    return None
+        if result == value or result in results or not target.fits(result):
+            continue
+        results.append(result)
+        yield name, steps
+        if len(results) >= limit:
+            return
+
+
+def chain_for(value: Any, target: Target) -> tuple[str, list[dict[str, Any]]] | None:
+    """The first candidate whose result the target accepts (and that changes the value)."""
+    return next(chains_for(value, target, limit=1), None)
 
 
 # --- helpers ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +24,11 @@ from pydantic import BaseModel, Field
 from agents.llm.base import ChatMessage, LLMError
 from agents.llm.factory import llm_client_build
 from agents.models import Tool
-from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS
+from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS, WAIT_RETRY_MAX_WAIT_S
 from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
-from policies.error_bodies import ParsedError, error_body_parse
-from policies.evidence import Target, chain_for
+from policies.error_bodies import ErrorHints, ParsedError, error_body_parse
+from policies.evidence import Target, chains_for
 from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
 from policies.services import (
@@ -84,6 +85,8 @@ class FailureFacts:
     error_type: str
     response_summary: str
     error_detail: str
+    # The Retry-After the API sent with the failure, in seconds, when it sent one.
+    retry_after_s: float | None = None
 
     @property
     def signature(self) -> str:
@@ -142,12 +145,32 @@ def failures_of_trace(trace: Trace) -> list[FailureFacts]:
             error_type=step.error_type,
             response_summary=step.response_summary or "",
             error_detail=step.error_detail or "",
+            retry_after_s=_retry_after(step),
         )
         if fact.error_type in NOT_LEARNABLE or fact.signature in seen:
             continue
         seen.add(fact.signature)
         facts.append(fact)
     return facts
+
+
+def _retry_after(step: Any) -> float | None:
+    """The wait the API asked for: the recorded Retry-After header, else one its body states
+    (``retry_after``, "retry after 2 s")."""
+    recorded = (step.details or {}).get("retry_after_s")
+    if isinstance(recorded, int | float) and not isinstance(recorded, bool):
+        return float(recorded)
+    if step.status_code not in (429, 503):
+        return None
+    parsed = error_body_parse(step.status_code, {}, step.response_summary or "")
+    if parsed.retry_after is not None:
+        return parsed.retry_after
+    match = re.search(
+        r"\b(?:retry|try again)\s+(?:after|in)\s+(\d{1,4}(?:\.\d+)?)\s*(?:s|sec|secs|seconds?)\b",
+        step.response_summary or "",
+        re.IGNORECASE,
+    )
+    return float(match.group(1)) if match else None
 
 
 # --- deterministic analyzers ---------------------------------------------------------
@@ -250,6 +273,38 @@ def analyze_name_for_id(facts: FailureFacts) -> Proposal | None:
     return None
 
 
+# Statuses with which an API asks the client to come back later.
+RETRY_LATER = ("RATE_LIMITED", "SERVICE_UNAVAILABLE")
+
+
+def analyze_retry_after(facts: FailureFacts) -> Proposal | None:
+    """A 429 or 503 that says how long to wait (Retry-After) -> wait that long and call
+    again, within a cap and the run's time budget. Without a stated wait there is no
+    evidence that waiting helps; the replay (paired, for random faults) has the last word."""
+    if facts.error_type not in RETRY_LATER or not facts.tool or facts.retry_after_s is None:
+        return None
+    wait = facts.retry_after_s
+    if wait > WAIT_RETRY_MAX_WAIT_S:
+        return None  # longer than any run may wait: degrading or handing over is better
+    cap = min(WAIT_RETRY_MAX_WAIT_S, max(2.0, 2 * wait))
+    status = "429" if facts.error_type == "RATE_LIMITED" else "503"
+    return Proposal(
+        kind="error_handler",
+        branch={
+            "tool": facts.tool,
+            "on": facts.error_type,
+            "action": "wait_retry",
+            "max_retries": 1,  # the business constraints allow one retry
+            "max_wait_s": cap,
+        },
+        root_cause=f"{facts.tool} answered {status} asking to retry after {wait:g} s",
+        strategy_update=f"Call {facts.tool} again once, after the wait its Retry-After asks for",
+        origin="analyzer:retry_after",
+        cited_trace_ids=[facts.trace_id],
+        cited_fields=["error_type", "tool", "status_code"],
+    )
+
+
 def analyze_upstream_failure(facts: FailureFacts) -> Proposal | None:
     """TIMEOUT / INTERNAL_SERVER_ERROR / SERVICE_UNAVAILABLE -> degrade to cached data (or a
     human)."""
@@ -343,6 +398,9 @@ def _evidence_proposal(
     )
 
 
+_SOURCE_WORDS = {"customer": "customer id", "fact": "run's key facts", "value": "API's one value"}
+
+
 def _argument_move(
     facts: FailureFacts, parsed: ParsedError, properties: dict[str, Any], path_args: set[str]
 ) -> Proposal | None:
@@ -357,8 +415,9 @@ def _argument_move(
             wanted = item.field
         if not wanted or wanted in sent or wanted in properties:
             continue
-        if unknown is None:
-            # Which argument did the API rename? Only an unambiguous one.
+        if unknown is None and not hints.allowed_values:
+            # Which argument did the API rename? Only an unambiguous one — and not when the
+            # API lists the values it accepts for the new name: that is a new parameter.
             loose = [n for n in sent if n not in path_args and n != wanted]
             named = [n for n in loose if not any(i.field == n for i in parsed.items)]
             unknown = named[0] if len(named) == 1 else None
@@ -374,6 +433,9 @@ def _argument_move(
                 f"action_input.{unknown}",
             )
         source = _missing_value_source(facts, wanted)
+        if source is None and len(hints.allowed_values) == 1:
+            # The API names the one value it accepts: a constant, as an engineer would send.
+            source = {"from": "value", "value": hints.allowed_values[0]}
         if source is not None:
             add = {"op": "add", "name": wanted, **source}
             if item.location in ("query", "body"):
@@ -382,7 +444,7 @@ def _argument_move(
                 facts,
                 {"steps": [add]},
                 f"{facts.tool} now requires {wanted}, which the run already knows",
-                f"Add {wanted} from the {source['from']} when calling {facts.tool}",
+                f"Add {wanted} from the {_SOURCE_WORDS[source['from']]} when calling {facts.tool}",
                 "",
             )
     return None
@@ -395,50 +457,85 @@ def analyze_from_evidence(facts: FailureFacts) -> Proposal | None:
     the simplest repair chain of the vocabulary that satisfies that evidence.
 
     The sandbox's own integer layout stays with ``analyze_type_mismatch``, a name sent
-    where an id belongs with ``analyze_name_for_id``."""
+    where an id belongs with ``analyze_name_for_id``. ``evidence_candidates`` gives the
+    other repairs the same evidence supports, for when the replay refutes this one."""
+    return next(evidence_candidates(facts), None)
+
+
+# How many repairs the same evidence may put to the replay, simplest first.
+MAX_EVIDENCE_CANDIDATES = 3
+
+
+def evidence_candidates(facts: FailureFacts) -> Iterator[Proposal]:
+    """Every repair the evidence supports (at most MAX_EVIDENCE_CANDIDATES), simplest
+    first; see ``analyze_from_evidence``."""
     if not facts.tool or facts.status_code not in CLIENT_ERRORS or not facts.action_input:
-        return None
+        return
     if analyze_type_mismatch(facts) is not None:
-        return None
+        return
     if facts.status_code == 404 and analyze_name_for_id(facts) is not None:
-        return None  # a name where an id belongs: a lookup, not a rewrite
+        return  # a name where an id belongs: a lookup, not a rewrite
     text = facts.response_summary or facts.error_detail
     parsed = error_body_parse(facts.status_code, {}, text)
-    tool = Tool.objects.filter(name=facts.tool).only("params_schema", "endpoint_template").first()
+    tool = (
+        Tool.objects.filter(name=facts.tool)
+        .only("params_schema", "endpoint_template", "query_map")
+        .first()
+    )
     properties = ((tool.params_schema if tool else {}) or {}).get("properties", {}) or {}
     path_args = set(re.findall(r"{(\w+)}", tool.endpoint_template if tool else ""))
     move = _argument_move(facts, parsed, properties, path_args)
     if move is not None:
-        return move
+        yield move
+        return
     examples = _accepted_examples(facts)
-    named = [f for f in parsed.fields if f in facts.action_input]
+    # The API names parameters as they go on the wire: map them back to the arguments.
+    wire = {str(sent): name for name, sent in ((tool.query_map if tool else None) or {}).items()}
+    argument_of = {field: wire.get(field, field) for field in parsed.fields}
+    named = list(
+        dict.fromkeys(argument_of[f] for f in parsed.fields if argument_of[f] in facts.action_input)
+    )
     general = parsed.hints_for(None)
     suspects = named or [
         name
         for name, value in facts.action_input.items()
         if Target.build(value, general, examples.get(name, [])).has_evidence()
     ]
+    offered = 0
     for name in suspects:
         value = facts.action_input[name]
-        hints = parsed.hints_for(name) if name in named else general
-        found = chain_for(value, Target.build(value, hints, examples.get(name, [])))
-        if found is None:
-            continue
-        transform, steps = found
-        branch: dict[str, Any] = {"field": name}
-        if transform:
-            branch["transform"] = transform
-        else:
-            branch["steps"] = steps
-        ops = ", ".join(step["op"].replace("_", " ") for step in steps)
-        return _evidence_proposal(
-            facts,
-            branch,
-            f"{facts.tool} refuses {name} in the form it was sent",
-            f"Rewrite {name} ({ops}) before calling {facts.tool}",
-            f"action_input.{name}",
-        )
-    return None
+        hints = general
+        if name in named:
+            hints = ErrorHints()
+            for field, argument in argument_of.items():
+                if argument == name:
+                    hints = hints.merged(parsed.hints_for(field))
+        found = list(chains_for(value, Target.build(value, hints, examples.get(name, []))))
+        if not hints.is_empty():
+            # Accepted examples can be stale (a contract that has moved on again): repairs
+            # that satisfy what the API says now come next, for the replay to try.
+            found += [
+                chain
+                for chain in chains_for(value, Target.build(value, hints, []))
+                if chain not in found
+            ]
+        for transform, steps in found:
+            branch: dict[str, Any] = {"field": name}
+            if transform:
+                branch["transform"] = transform
+            else:
+                branch["steps"] = steps
+            ops = ", ".join(step["op"].replace("_", " ") for step in steps)
+            yield _evidence_proposal(
+                facts,
+                branch,
+                f"{facts.tool} refuses {name} in the form it was sent",
+                f"Rewrite {name} ({ops}) before calling {facts.tool}",
+                f"action_input.{name}",
+            )
+            offered += 1
+            if offered >= MAX_EVIDENCE_CANDIDATES:
+                return
 
 
 ANALYZERS = (
@@ -446,6 +543,7 @@ ANALYZERS = (
     analyze_type_mismatch,
     analyze_missing_field,
     analyze_name_for_id,
+    analyze_retry_after,
     analyze_upstream_failure,
 )
 
@@ -838,6 +936,18 @@ def reflexion_for_failure(
         proposal, error = llm_reflexion(facts)
         if proposal is None:
             return _record(facts, None, ReflexionProposal.Outcome.REJECTED, error)
+    # The same evidence can support more than one repair: the replay picks among them.
+    alternatives: list[Proposal] = []
+    if proposal.origin == "analyzer:evidence":
+        candidates = list(evidence_candidates(facts))
+        known = {
+            s.signature
+            for s in Strategy.objects.exclude(status=Strategy.Status.REJECTED).only("signature")
+        }
+        # A candidate an existing strategy already is goes first (it agrees with it).
+        candidates.sort(key=lambda c: branch_signature(c.kind, c.branch) not in known)
+        if candidates:
+            proposal, alternatives = candidates[0], candidates[1:]
     gates = quality_gates(proposal, facts)
     failed_gates = {name: why for name, why in gates.items() if why}
     if failed_gates:
@@ -871,6 +981,31 @@ def reflexion_for_failure(
                 strategy_auto_merge(strategy=same)
         return record
 
+    passed, detail = strategy_replay(proposal=proposal, facts=facts)
+    # The replay's detail quotes the responses it got; it is stored on the strategy.
+    detail = redact_text(detail)
+    while not passed and alternatives:
+        # Refuted by the replay: the next repair the evidence supports gets its turn. Only
+        # the last refutation counts towards the negative-feedback guard.
+        _record(
+            facts,
+            proposal,
+            ReflexionProposal.Outcome.REJECTED,
+            f"replay refuted this candidate, trying the next: {detail}",
+            gates,
+        )
+        proposal = alternatives.pop(0)
+        gates = quality_gates(proposal, facts)
+        if any(gates.values()):
+            detail = "quality gates: " + "; ".join(f"{k}: {v}" for k, v in gates.items() if v)
+            continue
+        passed, detail = strategy_replay(proposal=proposal, facts=facts)
+        detail = redact_text(detail)
+        signature = branch_signature(proposal.kind, proposal.branch)
+    if not passed:
+        return _record(
+            facts, proposal, ReflexionProposal.Outcome.REJECTED, f"replay failed: {detail}", gates
+        )
     slot = branch_slot(proposal.kind, proposal.branch)
     rival = next(
         (
@@ -882,13 +1017,6 @@ def reflexion_for_failure(
         ),
         None,
     )
-    passed, detail = strategy_replay(proposal=proposal, facts=facts)
-    # The replay's detail quotes the responses it got; it is stored on the strategy.
-    detail = redact_text(detail)
-    if not passed:
-        return _record(
-            facts, proposal, ReflexionProposal.Outcome.REJECTED, f"replay failed: {detail}", gates
-        )
     policy, _ = Policy.objects.get_or_create(
         intent=proposal.branch.get("intent", ""), tool_name=proposal.branch.get("tool", "")
     )

@@ -6,6 +6,7 @@ from django.http import HttpRequest
 from sandbox.faults import fault_cache_clear
 from sandbox.models import (
     Article,
+    ContractDrift,
     FaultRule,
     Inventory,
     Order,
@@ -137,5 +138,21 @@ class FaultRuleAdmin(admin.ModelAdmin):
         fault_cache_clear()
 
     def delete_model(self, request: HttpRequest, obj: FaultRule) -> None:
+        super().delete_model(request, obj)
+        fault_cache_clear()
+
+
+@admin.register(ContractDrift)
+class ContractDriftAdmin(admin.ModelAdmin):
+    list_display = ("endpoint", "kind", "enabled", "param", "old", "new", "layout", "updated_at")
+    list_editable = ("enabled", "layout")
+    list_filter = ("enabled", "kind", "endpoint", "layout")
+    search_fields = ("param", "old", "new", "note")
+
+    def save_model(self, request: HttpRequest, obj: ContractDrift, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        fault_cache_clear()
+
+    def delete_model(self, request: HttpRequest, obj: ContractDrift) -> None:
         super().delete_model(request, obj)
         fault_cache_clear()

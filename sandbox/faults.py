@@ -20,7 +20,13 @@ from typing import Any
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from sandbox.models import FaultRule
+from sandbox.drifts import (
+    DriftPlan,
+    drift_memory_clear,
+    drifts_apply_request,
+    drifts_apply_response,
+)
+from sandbox.models import ContractDrift, FaultRule
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +81,7 @@ class _RuleCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._plans: dict[str, FaultPlan] = {}
+        self._drifts: dict[str, tuple[DriftPlan, ...]] = {}
         self._loaded_at: float | None = None
         self._seeded: dict[tuple[str, int | None, datetime], random.Random] = {}
         self._unseeded = random.Random()
@@ -83,18 +90,30 @@ class _RuleCache:
         with self._lock:
             self._loaded_at = None
 
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if self._loaded_at is None or now - self._loaded_at >= RULE_CACHE_SECONDS:
+            self._plans = {
+                rule.endpoint: FaultPlan.from_rule(rule)
+                for rule in FaultRule.objects.filter(enabled=True)
+            }
+            drifts: dict[str, list[DriftPlan]] = {}
+            for row in ContractDrift.objects.filter(enabled=True).order_by("id"):
+                drifts.setdefault(row.endpoint, []).append(DriftPlan.from_row(row))
+            self._drifts = {endpoint: tuple(plans) for endpoint, plans in drifts.items()}
+            self._loaded_at = now
+            live = {plan.rng_key for plan in self._plans.values()}
+            self._seeded = {key: rng for key, rng in self._seeded.items() if key in live}
+
     def plan_for(self, endpoint: str) -> FaultPlan | None:
         with self._lock:
-            now = time.monotonic()
-            if self._loaded_at is None or now - self._loaded_at >= RULE_CACHE_SECONDS:
-                self._plans = {
-                    rule.endpoint: FaultPlan.from_rule(rule)
-                    for rule in FaultRule.objects.filter(enabled=True)
-                }
-                self._loaded_at = now
-                live = {plan.rng_key for plan in self._plans.values()}
-                self._seeded = {key: rng for key, rng in self._seeded.items() if key in live}
+            self._refresh()
             return self._plans.get(endpoint)
+
+    def drifts_for(self, endpoint: str) -> tuple[DriftPlan, ...]:
+        with self._lock:
+            self._refresh()
+            return self._drifts.get(endpoint, ())
 
     def draw(self, plan: FaultPlan) -> float:
         with self._lock:
@@ -110,8 +129,14 @@ _cache = _RuleCache()
 
 
 def fault_cache_clear() -> None:
-    """Forget the cached rules so the next request reads them from the database."""
+    """Forget the cached rules and drifts so the next request reads them from the database."""
     _cache.clear()
+
+
+def drift_state_reset() -> None:
+    """Forget cached drifts and every wait a drift asked for (a fresh upstream)."""
+    _cache.clear()
+    drift_memory_clear()
 
 
 def _hold(seconds: float) -> None:
@@ -198,8 +223,19 @@ def inject_faults(endpoint: str) -> Callable[[View], View]:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             plan = _cache.plan_for(endpoint)
-            if plan is None:
+            drifts = _cache.drifts_for(endpoint)
+            if plan is None and not drifts:
                 return view(request, *args, **kwargs)
+            if drifts:
+                refused = drifts_apply_request(drifts, request, kwargs)
+                if refused is not None:
+                    logger.info(
+                        "sandbox drift refused a request",
+                        extra={"endpoint": endpoint, "status": refused.status_code},
+                    )
+                    return refused
+            if plan is None:
+                return drifts_apply_response(drifts, view(request, *args, **kwargs))
             kind = fault_kind_for_draw(rates=plan.rates, draw=_cache.draw(plan))
             if kind is not None:
                 logger.info("sandbox fault fired", extra={"endpoint": endpoint, "kind": kind})
@@ -209,7 +245,7 @@ def inject_faults(endpoint: str) -> Callable[[View], View]:
                 # An injected slow answer: the delay is the fault being simulated.
                 _hold(plan.slow_ms / 1000)
             request.sandbox_drift = plan.drift  # type: ignore[attr-defined]
-            response = view(request, *args, **kwargs)
+            response = drifts_apply_response(drifts, view(request, *args, **kwargs))
             if plan.drift == FaultRule.Drift.RENAME_FIELD:
                 response = _rename_top_level_field(response, old=plan.drift_from, new=plan.drift_to)
             if plan.drift != FaultRule.Drift.NONE:

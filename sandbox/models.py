@@ -310,3 +310,137 @@ class FaultRule(models.Model):
     @property
     def rates(self) -> tuple[float, ...]:
         return tuple(getattr(self, name) for name in self.RATE_FIELDS)
+
+
+class ContractDrift(models.Model):
+    """A declarative change of one endpoint's contract, applied while the row is enabled.
+
+    The view behind the endpoint is unchanged: the drift stands in front of it, refuses a
+    request in the old contract with a realistic error body (in the row's ``layout``),
+    translates a request in the new contract back to the old one, and rewrites the answer
+    where the drift changes the response. An endpoint may carry several drifts; they apply
+    in ``id`` order. ``param`` names a path argument of the endpoint, else a query parameter
+    (GET) or a JSON body field (POST).
+    """
+
+    class Kind(models.TextChoices):
+        PREFIX_DROPPED = "prefix_dropped", "Value format: sent without the prefix `old`"
+        PREFIX_CHANGED = "prefix_changed", "Value format: prefix `old` is now `new`"
+        PREFIX_ADDED = "prefix_added", "Value format: sent with the new prefix `new`"
+        CASE = "case", "Value format: letter case `new` (lower, upper); data is in `old`"
+        SEPARATOR = "separator", "Value format: separator `old` is now `new`"
+        INTEGER = "integer", "Type change: an integer (digits only in a path); `old` is the prefix"
+        PARAM_RENAMED = "param_renamed", "Parameter `old` is renamed to `new`"
+        PARAM_REQUIRED = "param_required", "New required parameter `new`, one of `values`"
+        DATE_FORMAT = "date_format", "Dates in the strftime layout `new` (request and response)"
+        ENUM_RENAMED = "enum_renamed", "Values of `param` renamed by `values` (old: new)"
+        FIELD_RENAMED = "field_renamed", "Response field `old` is renamed to `new`"
+        UNAVAILABLE = "unavailable", "503 with Retry-After on the first try of each call"
+        RATE_LIMITED = "rate_limited", "429 with Retry-After on the first try of each call"
+
+    class Layout(models.TextChoices):
+        FLAT = "flat", '{"error", "detail", "field"} (this sandbox)'
+        DETAIL = "detail", '{"detail": "..."} (Django REST framework)'
+        ERRORS = "errors", '{"errors": [{"field", "message"}]}'
+        PROBLEM = "problem", "RFC 7807 application/problem+json"
+        PYDANTIC = "pydantic", "FastAPI / pydantic 422 list"
+        TEXT = "text", "plain text"
+
+    # Which of the fields each kind reads; the rest must stay blank.
+    NEEDS: dict[str, tuple[str, ...]] = {
+        "prefix_dropped": ("param", "old"),
+        "prefix_changed": ("param", "old", "new"),
+        "prefix_added": ("param", "new"),
+        "case": ("param", "old", "new"),
+        "separator": ("param", "old", "new"),
+        "integer": ("param",),
+        "param_renamed": ("old", "new"),
+        "param_required": ("new", "values"),
+        "date_format": ("new",),
+        "enum_renamed": ("param", "values"),
+        "field_renamed": ("old", "new"),
+        "unavailable": (),
+        "rate_limited": (),
+    }
+
+    endpoint = models.CharField(max_length=20, choices=FaultRule.Endpoint.choices)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    enabled = models.BooleanField(default=True)
+    param = models.CharField(max_length=60, blank=True)
+    old = models.CharField(max_length=60, blank=True)
+    new = models.CharField(max_length=60, blank=True)
+    values = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="param_required: the accepted values (a list); enum_renamed: {old: new}.",
+    )
+    pattern = models.CharField(
+        max_length=120,
+        blank=True,
+        help_text="Optional: the regex a value in the new format matches, quoted in the error.",
+    )
+    layout = models.CharField(max_length=10, choices=Layout.choices, default=Layout.FLAT)
+    retry_after_s = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0), MaxValueValidator(60)]
+    )
+    note = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["endpoint", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} drift on {self.endpoint}" + ("" if self.enabled else " (disabled)")
+
+    def clean(self) -> None:
+        import re
+
+        errors: dict[str, str] = {}
+        needs = self.NEEDS.get(self.kind, ())
+        for name in needs:
+            if name == "values":
+                continue
+            if not getattr(self, name):
+                errors[name] = f"{self.kind} needs {name}"
+        if self.kind == "case" and not errors:
+            for name in ("old", "new"):
+                if getattr(self, name) not in ("lower", "upper"):
+                    errors[name] = "case takes lower or upper"
+            if self.old == self.new:
+                errors["new"] = "new must differ from old"
+        renames = ("prefix_changed", "separator", "param_renamed", "field_renamed")
+        if self.kind in renames and self.old and self.old == self.new:
+            errors["new"] = "new must differ from old"
+        if self.kind == "param_required":
+            if not isinstance(self.values, list) or not self.values:
+                errors["values"] = "param_required needs a non-empty list of accepted values"
+            elif not all(isinstance(v, str | int) and not isinstance(v, bool) for v in self.values):
+                errors["values"] = "accepted values are strings or integers"
+        elif self.kind == "enum_renamed":
+            if (
+                not isinstance(self.values, dict)
+                or not self.values
+                or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in self.values.items()
+                )
+            ):
+                errors["values"] = "enum_renamed needs a non-empty {old: new} mapping of strings"
+            elif len(set(self.values.values())) != len(self.values):
+                errors["values"] = "two old values cannot share a new name"
+        elif self.values not in ([], {}, None):
+            errors["values"] = f"{self.kind} takes no values"
+        if self.kind == "date_format" and self.new:
+            from datetime import datetime
+
+            try:
+                rendered = datetime(2026, 11, 3, 14, 5, 9).strftime(self.new)
+                datetime.strptime(rendered, self.new)
+            except ValueError as exc:
+                errors["new"] = f"not a strftime layout that reads back: {exc}"
+        if self.pattern:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                errors["pattern"] = f"not a regular expression: {exc}"
+        if errors:
+            raise ValidationError(errors)

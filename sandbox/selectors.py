@@ -10,6 +10,7 @@ from django.db.models import Prefetch, Q
 from sandbox.clock import RETURN_WINDOW_DAYS, shop_now
 from sandbox.models import (
     Article,
+    ContractDrift,
     FaultRule,
     Inventory,
     Order,
@@ -234,3 +235,7 @@ def faultrule_list() -> list[FaultRule]:
 
 def faultrule_get(*, endpoint: str) -> FaultRule | None:
     return FaultRule.objects.filter(endpoint=endpoint).first()
+
+
+def contractdrift_list() -> list[ContractDrift]:
+    return list(ContractDrift.objects.order_by("endpoint", "id"))

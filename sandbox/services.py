@@ -1,4 +1,4 @@
-"""Writes of the sandbox shop: return requests and fault rules."""
+"""Writes of the sandbox shop: return requests, fault rules and contract drifts."""
 
 import logging
 import random
@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 
 from sandbox.clock import shop_now
 from sandbox.faults import fault_cache_clear
-from sandbox.models import FaultRule, Order, ReturnRequest
+from sandbox.models import ContractDrift, FaultRule, Order, ReturnRequest
 from sandbox.selectors import order_return_eligibility
 
 logger = logging.getLogger(__name__)
@@ -128,4 +128,61 @@ def faultrule_clear(*, endpoint: str | None = None) -> int:
         transaction.on_commit(fault_cache_clear)
     fault_cache_clear()
     logger.info("sandbox fault rules cleared", extra={"endpoint": endpoint, "deleted": deleted})
+    return deleted
+
+
+DRIFT_SETTABLE_FIELDS = frozenset(
+    (
+        "endpoint",
+        "kind",
+        "enabled",
+        "param",
+        "old",
+        "new",
+        "values",
+        "pattern",
+        "layout",
+        "retry_after_s",
+        "note",
+    )
+)
+
+
+def contractdrift_set(*, drift_id: int | None = None, **fields: Any) -> ContractDrift:
+    """Create a drift (no ``drift_id``) or change the given fields of one.
+
+    Raises ``ValidationError`` for unknown fields or invalid values, and
+    ``ContractDrift.DoesNotExist`` for an unknown id.
+    """
+    unknown = sorted(set(fields) - DRIFT_SETTABLE_FIELDS)
+    if unknown:
+        raise ValidationError({name: "unknown field" for name in unknown})
+    with transaction.atomic():
+        if drift_id is None:
+            drift = ContractDrift()
+        else:
+            drift = ContractDrift.objects.select_for_update().get(pk=drift_id)
+        for name, value in fields.items():
+            setattr(drift, name, value)
+        drift.full_clean()
+        drift.save()
+        transaction.on_commit(fault_cache_clear)
+    fault_cache_clear()
+    logger.info(
+        "sandbox contract drift set",
+        extra={"drift_id": drift.pk, "endpoint": drift.endpoint, "kind": drift.kind},
+    )
+    return drift
+
+
+def contractdrift_delete(*, drift_id: int | None = None) -> int:
+    """Delete one drift (or every drift); returns how many were deleted."""
+    with transaction.atomic():
+        drifts = ContractDrift.objects.all()
+        if drift_id is not None:
+            drifts = drifts.filter(pk=drift_id)
+        deleted, _ = drifts.delete()
+        transaction.on_commit(fault_cache_clear)
+    fault_cache_clear()
+    logger.info("sandbox contract drifts deleted", extra={"drift_id": drift_id, "deleted": deleted})
     return deleted

@@ -23,6 +23,8 @@ urlpatterns = [
     path("articles/<str:slug>", views.article_detail, name="article_detail"),
     path("_faults", views.faultrule_index, name="faults"),
     path("_faults/<str:endpoint>", views.faultrule_detail, name="fault_detail"),
+    path("_drifts", views.drift_index, name="drifts"),
+    path("_drifts/<int:drift_id>", views.drift_detail, name="drift_detail"),
     # Anything else answers in the API's JSON error shape instead of Django's HTML 404.
     re_path(r"^(?P<rest>.*)$", views.unknown_endpoint, name="unknown"),
 ]

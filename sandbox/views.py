@@ -22,6 +22,7 @@ from sandbox.faults import inject_faults, request_requires_int_id
 from sandbox.models import (
     ORDER_ID_PATTERN,
     Article,
+    ContractDrift,
     FaultRule,
     Order,
     Product,
@@ -696,6 +697,115 @@ def faultrule_detail(request: HttpRequest, endpoint: str) -> HttpResponse:
     except ValidationError as error:
         return _validation_error(error)
     return JsonResponse(_faultrule_payload(rule))
+
+
+_DRIFT_FIELD_TYPES = {
+    "endpoint": "string",
+    "kind": "string",
+    "enabled": "boolean",
+    "param": "string",
+    "old": "string",
+    "new": "string",
+    "pattern": "string",
+    "layout": "string",
+    "retry_after_s": "number",
+    "note": "string",
+}
+
+
+def _drift_payload(drift: ContractDrift) -> dict[str, Any]:
+    return {
+        "id": drift.pk,
+        "endpoint": drift.endpoint,
+        "kind": drift.kind,
+        "enabled": drift.enabled,
+        "param": drift.param,
+        "old": drift.old,
+        "new": drift.new,
+        "values": drift.values,
+        "pattern": drift.pattern,
+        "layout": drift.layout,
+        "retry_after_s": drift.retry_after_s,
+        "note": drift.note,
+        "updated_at": _iso(drift.updated_at),
+    }
+
+
+def _drift_fields_or_error(body: Any) -> dict[str, Any] | JsonResponse:
+    if not isinstance(body, dict):
+        return _type_mismatch("body", "object", "request body must be a JSON object")
+    body.pop("id", None)
+    unknown = sorted(set(body) - services.DRIFT_SETTABLE_FIELDS)
+    if unknown:
+        return _validation_error(ValidationError({name: "unknown field" for name in unknown}))
+    for name, value in body.items():
+        if name == "values":
+            if not isinstance(value, list | dict):
+                return _type_mismatch(name, "array", "values must be a list or an object")
+            continue
+        expected = _DRIFT_FIELD_TYPES[name]
+        if not _has_json_type(value, expected):
+            return _type_mismatch(name, expected, f"{name} must be {_ARTICLE[expected]} {expected}")
+    return body
+
+
+@csrf_exempt
+@allow_methods("GET", "POST", "DELETE")
+def drift_index(request: HttpRequest) -> HttpResponse:
+    """List the contract drifts, add one (POST), or remove them all (DELETE)."""
+    denied = _fault_injector_or_error(request)
+    if denied is not None:
+        return denied
+    if request.method == "DELETE":
+        return JsonResponse({"deleted": services.contractdrift_delete()})
+    if request.method == "POST":
+        body = _json_body(request, empty=b"{}")
+        if isinstance(body, JsonResponse):
+            return body
+        fields = _drift_fields_or_error(body)
+        if isinstance(fields, JsonResponse):
+            return fields
+        try:
+            drift = services.contractdrift_set(**fields)
+        except ValidationError as error:
+            return _validation_error(error)
+        return JsonResponse(_drift_payload(drift), status=201)
+    return JsonResponse(
+        {
+            "results": [_drift_payload(drift) for drift in selectors.contractdrift_list()],
+            "kinds": {kind.value: kind.label for kind in ContractDrift.Kind},
+            "layouts": list(ContractDrift.Layout.values),
+            "endpoints": list(FaultRule.Endpoint.values),
+        }
+    )
+
+
+@csrf_exempt
+@allow_methods("GET", "PATCH", "DELETE")
+def drift_detail(request: HttpRequest, drift_id: int) -> HttpResponse:
+    denied = _fault_injector_or_error(request)
+    if denied is not None:
+        return denied
+    drift = ContractDrift.objects.filter(pk=drift_id).first()
+    if drift is None:
+        return _not_found(f"no contract drift {drift_id}")
+    if request.method == "GET":
+        return JsonResponse(_drift_payload(drift))
+    if request.method == "DELETE":
+        return JsonResponse(
+            {"id": drift_id, "deleted": services.contractdrift_delete(drift_id=drift_id) > 0}
+        )
+    body = _json_body(request, empty=b"{}")
+    if isinstance(body, JsonResponse):
+        return body
+    fields = _drift_fields_or_error(body)
+    if isinstance(fields, JsonResponse):
+        return fields
+    try:
+        drift = services.contractdrift_set(drift_id=drift_id, **fields)
+    except ValidationError as error:
+        return _validation_error(error)
+    return JsonResponse(_drift_payload(drift))
 
 
 @allow_methods("GET")

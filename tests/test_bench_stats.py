@@ -6,6 +6,7 @@ import pytest
 
 from bench.stats import (
     difference_interval,
+    mcnemar_exact,
     newcombe_interval,
     student_t_two_sided_p,
     summary_variance,
@@ -96,3 +97,44 @@ def test_newcombe_interval_known_value() -> None:
 def test_newcombe_interval_stays_open_at_the_extremes() -> None:
     low, high = newcombe_interval(0, 10, 10, 10)
     assert 0.5 < low < 1.0 and high == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "p"),
+    [
+        # binom.test(2, 12)$p.value in R: 2 * (1 + 12 + 66) / 4096
+        (2, 10, 0.0385742187),
+        (10, 2, 0.0385742187),
+        # all 5 discordant pairs one way: 2 / 2**5
+        (0, 5, 0.0625),
+        (3, 3, 1.0),
+        (0, 1, 1.0),
+        # 2 * P(X <= 6) for X ~ Bin(20, 1/2) = 2 * 60460 / 2**20
+        (6, 14, 0.1153183),
+    ],
+)
+def test_mcnemar_exact_known_values(b: int, c: int, p: float) -> None:
+    assert mcnemar_exact(b, c) == pytest.approx(p, rel=1e-6)
+
+
+def test_mcnemar_exact_without_discordant_pairs_says_nothing() -> None:
+    assert mcnemar_exact(0, 0) == 1.0
+
+
+def test_mcnemar_exact_stays_exact_far_in_the_tail() -> None:
+    # 76 fixes and no breakage: 2 / 2**76, not a normal approximation.
+    assert mcnemar_exact(0, 76) == pytest.approx(2.0**-75, rel=1e-12)
+    assert mcnemar_exact(0, 2000) == 0.0  # below the smallest float
+
+
+@pytest.mark.parametrize(("b", "c"), [(-1, 3), (2, -5)])
+def test_mcnemar_exact_refuses_negative_counts(b: int, c: int) -> None:
+    with pytest.raises(ValueError, match="counts >= 0"):
+        mcnemar_exact(b, c)
+
+
+def test_mcnemar_exact_refuses_non_integer_counts() -> None:
+    with pytest.raises(TypeError, match="integer counts"):
+        mcnemar_exact(1.5, 2)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="integer counts"):
+        mcnemar_exact(True, 2)

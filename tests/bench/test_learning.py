@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from bench.learning import Task, answer_correct, experiment_run, tasks_generate
+from bench.learning import (
+    MIX,
+    RunResult,
+    Task,
+    answer_correct,
+    experiment_run,
+    paired_comparison,
+    tasks_generate,
+)
 from policies.models import ReflexionProposal
 from policies.reflexion import NOT_LEARNABLE
 from traces.models import Job
@@ -32,6 +40,13 @@ def test_tasks_are_seeded_split_and_carry_ground_truth(small_shop: Any) -> None:
         "policy",
     }
     assert all(t.expected for t in first)
+    # Prices and stock are known per SKU (a stock task also knows each SKU's colour/size).
+    [price] = [t for t in first if t.kind == "price"][:1]
+    assert set(price.expected["amounts"]) == {
+        a for values in price.expected["amounts_by_sku"].values() for a in values
+    }
+    stock = next(t for t in first if t.kind == "stock")
+    assert set(stock.expected["variants"]) == set(stock.expected["stock_by_sku"])
 
 
 @pytest.mark.parametrize(
@@ -131,9 +146,21 @@ def test_a_small_experiment_runs_both_arms_and_writes_the_report(
     assert report["arms"]["treatment"]["heldout"]["n"] == 12
     assert report["arms"]["treatment"]["train"]["n"] == 12
     assert 0 <= report["comparison"]["p_value"] <= 1
+    # Paired on the same held-out task: the discordant pairs and McNemar's exact p.
+    cmp = report["comparison"]
+    assert cmp["pairs"] == 12
+    assert cmp["mcnemar_b"] + cmp["mcnemar_c"] + cmp["both_ok"] + cmp["both_failed"] == 12
+    assert cmp["mcnemar_c"] - cmp["mcnemar_b"] == round(cmp["difference"] * 12)
+    assert report["sensitivity"] == []
+    assert report["config"]["mix"] == MIX
+    assert report["config"]["llm_sim_hint_follow_rate"] == settings.LLM_SIM_HINT_FOLLOW_RATE
     saved = json.loads((tmp_path / "learning-latest.json").read_text())
     assert saved["config"]["llm_backend"] == "simulated"
-    assert "simulated" in (tmp_path / "learning-latest.md").read_text()
+    markdown = (tmp_path / "learning-latest.md").read_text()
+    assert "simulated" in markdown
+    assert "task mix: order_status 38%" in markdown
+    assert f"simulated hint-follow rate: {settings.LLM_SIM_HINT_FOLLOW_RATE:g}" in markdown
+    assert "Exact McNemar test: b = " in markdown
     # the drifted order endpoint was learned as an adapter during training
     [adapter] = [
         s
@@ -196,4 +223,74 @@ def test_a_small_run_is_allowed_with_a_warning_about_power(
     )
     assert "warning: 12 tasks (7 held out) have little statistical power" in err.getvalue()
     assert "held-out success: control" in out.getvalue()
-    assert json.loads((tmp_path / "learning-latest.json").read_text())["config"]
+    # By default the headline is repeated at a hint-follow rate of 0.5, on the same tasks.
+    assert "at hint-follow 0.5: control" in out.getvalue()
+    report = json.loads((tmp_path / "learning-latest.json").read_text())
+    assert report["config"]["llm_sim_hint_follow_rate"] == settings.LLM_SIM_HINT_FOLLOW_RATE
+    [half] = report["sensitivity"]
+    assert half["hint_follow_rate"] == 0.5
+    assert half["comparison"]["pairs"] == report["comparison"]["pairs"] == 7
+    assert "| 0.5 |" in (tmp_path / "learning-latest.md").read_text()
+
+
+def test_the_command_sets_the_hint_follow_rate_and_can_skip_the_second_pass(
+    small_shop: Any, tmp_path: Path, settings: Any
+) -> None:
+    settings.LLM_BACKEND = "simulated"
+    settings.LLM_SIM_HINT_FOLLOW_RATE = 0.9
+    out = StringIO()
+    call_command(
+        "bench_learning",
+        "--yes",
+        "--tasks",
+        "12",
+        "--hint-follow",
+        "0.3",
+        "--hint-follow-sensitivity",
+        "--output",
+        str(tmp_path),
+        stdout=out,
+        stderr=StringIO(),
+    )
+    report = json.loads((tmp_path / "learning-latest.json").read_text())
+    assert report["config"]["llm_sim_hint_follow_rate"] == 0.3
+    assert report["sensitivity"] == []
+    assert "(hint-follow 0.3)" in out.getvalue()
+    # the setting is restored after the run
+    assert settings.LLM_SIM_HINT_FOLLOW_RATE == 0.9
+
+
+def test_a_hint_follow_rate_outside_zero_to_one_is_refused(db: None) -> None:
+    with pytest.raises(CommandError, match=r"probability in \[0, 1\], got 1.5"):
+        call_command("bench_learning", "--yes", "--tasks", "12", "--hint-follow", "1.5")
+    with pytest.raises(ValueError, match=r"probability in \[0, 1\], got -0.1"):
+        experiment_run(
+            seed=1,
+            tasks_count=12,
+            train_fraction=0.5,
+            concurrency=1,
+            output_dir=Path("unused"),
+            command="test",
+            progress=lambda line: None,
+            sensitivity_hint_follow_rates=[-0.1],
+        )
+
+
+def _run(task_id: str, success: bool) -> RunResult:
+    return RunResult(
+        task_id=task_id, kind="x", trace_id="t", status="finished", success=success, steps=1,
+        tool_calls=1, retries=0, latency_ms=1, tokens=1, error_types=[], strategies=[],
+        strategy_targets={}, answer="",
+    )  # fmt: skip
+
+
+def test_the_comparison_pairs_runs_by_task_not_by_position() -> None:
+    control = [_run("T1", True), _run("T2", False), _run("T3", False), _run("T4", True)]
+    # Treatment in another order: T1 broken, T2 and T3 fixed, T4 kept.
+    treatment = [_run("T3", True), _run("T4", True), _run("T2", True), _run("T1", False)]
+    cmp = paired_comparison(control, treatment)
+    assert (cmp["mcnemar_b"], cmp["mcnemar_c"], cmp["both_ok"], cmp["both_failed"]) == (1, 2, 1, 0)
+    assert cmp["mcnemar_p"] == 1.0  # 1 vs 2 discordant pairs is no evidence
+    assert cmp["difference"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="same held-out tasks"):
+        paired_comparison(control, [*treatment[:3], _run("T9", True)])

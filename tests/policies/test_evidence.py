@@ -292,3 +292,80 @@ def test_a_new_required_argument_taken_from_an_earlier_result_of_the_run(
         }
     ]
     assert branch_errors(proposal.kind, proposal.branch) == []
+
+
+@pytest.mark.django_db
+def test_stale_accepted_examples_give_way_to_what_the_api_says_now(
+    failed_trace: Any, support_agent: Any
+) -> None:
+    # The tool once accepted ids in another form (a contract that has moved on again).
+    for number in ("W-1000002", "W-1000003"):
+        _accepted(support_agent, "get_order", {"order_id": number})
+    facts = _facts(
+        failed_trace,
+        error_type="INVALID_PARAMETER",
+        body={"errors": [{"field": "order_id", "message": "order_id must be lowercase"}]},
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None
+    assert proposal.branch == {"tool": "get_order", "field": "order_id", "transform": "lower"}
+
+
+@pytest.mark.django_db
+def test_a_new_required_parameter_with_its_one_value_is_added_not_renamed(
+    failed_trace: Any,
+) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"query": "cap"},
+        error_type="MISSING_REQUIRED_FIELD",
+        body={
+            "type": "https://example.com/problems/missing",
+            "title": "Bad Request",
+            "status": 400,
+            "detail": "api_version is required; allowed values are 2024-10-01.",
+            "invalid-params": [
+                {"name": "api_version", "reason": "is required; allowed values are 2024-10-01."}
+            ],
+        },
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None
+    assert proposal.branch["steps"] == [
+        {"op": "add", "name": "api_version", "from": "value", "value": "2024-10-01"}
+    ]
+    assert "API's one value" in proposal.strategy_update
+    assert branch_errors(proposal.kind, proposal.branch) == []
+
+
+@pytest.mark.django_db
+def test_a_new_required_parameter_with_several_values_is_left_alone(failed_trace: Any) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"query": "cap"},
+        error_type="MISSING_REQUIRED_FIELD",
+        body={"errors": [{"field": "region", "message": "is required; one of: eu, us."}]},
+    )
+    # Neither a rename of query (the API lists the values it takes) nor a guessed value.
+    assert analyze_from_evidence(facts) is None
+
+
+@pytest.mark.parametrize(
+    ("message", "to"),
+    [
+        ("sku must use '.' as its separator, not '-'", "."),
+        ("SKU codes are now separated by ':'", ":"),
+        ("the delimiter must be '_'", "_"),
+    ],
+)
+def test_a_separator_the_message_names(message: str, to: str) -> None:
+    from policies.error_bodies import message_hints
+
+    hints = message_hints(message)
+    assert hints.separator == to
+    assert chain_for("AWH-2041-BLK", Target.build("AWH-2041-BLK", hints, ())) == (
+        "",
+        [{"op": "separators", "from": "-", "to": to}],
+    )

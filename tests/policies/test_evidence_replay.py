@@ -150,3 +150,51 @@ def test_a_repair_the_api_still_refuses_is_not_learned(
     assert record.outcome == "rejected"
     assert record.reason.startswith("replay failed")
     assert not Strategy.objects.exists()
+
+
+NEW_PREFIX = {"detail": "order_id must start with 'ORD-'"}
+
+
+def new_prefix_api(request: ApiRequest) -> tuple[int, Any]:
+    order_id = request.path.rsplit("/", 1)[-1]
+    if not order_id.startswith("ORD-"):
+        return 400, NEW_PREFIX
+    if not order_id.removeprefix("ORD-").isdigit():
+        return 400, {"detail": f"order_id {order_id} is malformed"}
+    return 200, {"order_id": order_id, "status": "shipped"}
+
+
+def test_the_replay_picks_among_the_repairs_the_evidence_supports(
+    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    from policies.models import ReflexionProposal
+
+    with RecordingAPI(respond=new_prefix_api) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        partner_tool(
+            support_agent,
+            name="partner_order",
+            params_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
+            endpoint_template="{sandbox}/orders/{order_id}",
+        )
+        record = learn(
+            failed_trace,
+            tool="partner_order",
+            arguments={"order_id": "#W1000001"},
+            status=400,
+            body=NEW_PREFIX,
+        )
+    # "must start with 'ORD-'" fits both adding the prefix and replacing '#W' by it; the
+    # simpler one was refuted by the API, the next one passed.
+    assert record.outcome == "added", record.reason
+    strategy = Strategy.objects.get(pk=record.strategy_id)
+    assert strategy.branch["steps"] == [
+        {"op": "strip_prefix", "value": "#W"},
+        {"op": "add_prefix", "value": "ORD-"},
+    ]
+    refuted = ReflexionProposal.objects.exclude(pk=record.pk).get()
+    assert refuted.outcome == "rejected"
+    assert refuted.reason.startswith("replay refuted this candidate")
+    assert refuted.payload["branch"]["steps"] == [{"op": "add_prefix", "value": "ORD-"}]
+    paths = [r.path.rsplit("/", 1)[-1] for r in api.requests]
+    assert paths == ["ORD-%23W1000001", "ORD-1000001"]  # as sent: URL-quoted

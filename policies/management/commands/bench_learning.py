@@ -33,6 +33,23 @@ class Command(BaseCommand):
             default="auto",
             help="auto: approve after a passed replay; standin: a cautious reviewer stand-in.",
         )
+        parser.add_argument(
+            "--hint-follow",
+            type=float,
+            default=None,
+            metavar="RATE",
+            help="Simulated model: probability of heeding a strategy hint "
+            "(default: LLM_SIM_HINT_FOLLOW_RATE).",
+        )
+        parser.add_argument(
+            "--hint-follow-sensitivity",
+            type=float,
+            nargs="*",
+            default=[0.5],
+            metavar="RATE",
+            help="Simulated model: repeat both arms at each of these hint-follow rates and "
+            "report each headline (default: 0.5; give the flag with no rate to skip).",
+        )
         parser.add_argument("--output", default=str(Path(settings.BASE_DIR) / "bench" / "results"))
         parser.add_argument(
             "--yes", action="store_true", help="Confirm that this database's policies may be reset."
@@ -63,6 +80,9 @@ class Command(BaseCommand):
             )
         if not 0.1 <= options["train_fraction"] <= 0.9:
             raise CommandError("--train-fraction must be between 0.1 and 0.9.")
+        for rate in [options["hint_follow"], *options["hint_follow_sensitivity"]]:
+            if rate is not None and not 0.0 <= rate <= 1.0:
+                raise CommandError(f"A hint-follow rate is a probability in [0, 1], got {rate}.")
         report = experiment_run(
             seed=options["seed"],
             tasks_count=options["tasks"],
@@ -72,15 +92,31 @@ class Command(BaseCommand):
             command=" ".join(["manage.py", *sys.argv[1:]]),
             progress=lambda line: self.stdout.write(line),
             approval=options["approval"],
+            hint_follow_rate=options["hint_follow"],
+            sensitivity_hint_follow_rates=[
+                rate
+                for rate in options["hint_follow_sensitivity"]
+                if rate != options["hint_follow"]
+            ],
         )
         c = report["arms"]["control"]["heldout"]
         t = report["arms"]["treatment"]["heldout"]
         cmp = report["comparison"]
         self.stdout.write("")
+        rate = report["config"]["llm_sim_hint_follow_rate"]
         self.stdout.write(
             f"held-out success: control {c['success_rate']:.1%} (n={c['n']}) -> treatment "
             f"{t['success_rate']:.1%} (n={t['n']}); difference {cmp['difference']:+.1%}, "
-            f"p = {cmp['p_value']:.2e}"
+            f"McNemar b={cmp['mcnemar_b']} c={cmp['mcnemar_c']} p = {cmp['mcnemar_p']:.2e}"
+            + (f" (hint-follow {rate:g})" if rate is not None else "")
         )
+        for extra in report["sensitivity"]:
+            x = extra["comparison"]
+            self.stdout.write(
+                f"  at hint-follow {extra['hint_follow_rate']:g}: control "
+                f"{extra['control']['success_rate']:.1%} -> treatment "
+                f"{extra['treatment']['success_rate']:.1%}; difference {x['difference']:+.1%}, "
+                f"McNemar b={x['mcnemar_b']} c={x['mcnemar_c']} p = {x['mcnemar_p']:.2e}"
+            )
         for path in report["files"]:
             self.stdout.write(f"wrote {path}")
