@@ -156,6 +156,8 @@ NEW_PREFIX = {"detail": "order_id must start with 'ORD-'"}
 
 
 def new_prefix_api(request: ApiRequest) -> tuple[int, Any]:
+    if (answer := order_lookup(request)) is not None:
+        return answer
     order_id = request.path.rsplit("/", 1)[-1]
     if not order_id.startswith("ORD-"):
         return 400, NEW_PREFIX
@@ -175,7 +177,7 @@ def test_the_replay_picks_among_the_repairs_the_evidence_supports(
             support_agent,
             name="partner_order",
             params_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
-            endpoint_template="{sandbox}/orders/{order_id}",
+            endpoint_template="{sandbox}/partner/orders/{order_id}",
         )
         record = learn(
             failed_trace,
@@ -196,5 +198,6 @@ def test_the_replay_picks_among_the_repairs_the_evidence_supports(
     assert refuted.outcome == "rejected"
     assert refuted.reason.startswith("replay refuted this candidate")
     assert refuted.payload["branch"]["steps"] == [{"op": "add_prefix", "value": "ORD-"}]
-    paths = [r.path.rsplit("/", 1)[-1] for r in api.requests]
+    partner = [r for r in api.requests if r.path.startswith("/api/partner/")]
+    paths = [r.path.rsplit("/", 1)[-1] for r in partner]
     assert paths == ["ORD-%23W1000001", "ORD-1000001"]  # as sent: URL-quoted
