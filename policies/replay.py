@@ -557,11 +557,23 @@ def _recent_good_calls(facts: FailureFacts) -> list[Step]:
     return calls
 
 
+async def _settled(executor: ToolExecutor, call: ValidatedCall) -> ToolCallResult:
+    """Send ``call``; a random fault (429, 5xx, timeout) gets one more try."""
+    result = await executor.execute(call)
+    if not result.ok and _is_random_fault(result):
+        result = await executor.execute(call)
+    return result
+
+
 async def _regression_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
     """Apply the strategy to the tool's recent successful calls: every one it changes must
-    still succeed, and a validation rule must block none of them. A random fault (429, 5xx,
-    timeout) on a changed call is retried once; if it persists the call is inconclusive,
-    not counted against the strategy."""
+    still succeed, and a validation rule must block none of them.
+
+    A call the strategy broke or blocked counts against it only if the same call, sent
+    as it was, still succeeds now: an API that moved on since (the drift being repaired,
+    an earlier one) refuses the old call with or without the strategy, and that is not
+    the strategy's doing. A random fault that persists over a retry leaves the call
+    inconclusive, not counted against the strategy."""
     from agents.services import tool_snapshots
 
     good = await sync_to_async(_recent_good_calls)(facts)
@@ -569,7 +581,7 @@ async def _regression_replay(proposal: Proposal, facts: FailureFacts) -> tuple[b
         return True, f"no earlier successful call of {facts.tool} to check against"
     tools = await sync_to_async(tool_snapshots)(agent_id=facts.agent_id)
     broken: list[str] = []
-    counts = {"kept": 0, "passed": 0, "inconclusive": 0, "invalid": 0}
+    counts = {"kept": 0, "passed": 0, "inconclusive": 0, "invalid": 0, "stale": 0}
     async with httpx.AsyncClient(trust_env=False) as client:
         executor = _executor(tools, client)
         for step in good:
@@ -581,40 +593,47 @@ async def _regression_replay(proposal: Proposal, facts: FailureFacts) -> tuple[b
             shown = f"{facts.tool} {canonical_json(arguments)}"
             if applied.state == "unchanged":
                 counts["kept"] += 1
-            elif applied.state == "invalid":
+                continue
+            if applied.state == "invalid":
                 counts["invalid"] += 1
-            elif applied.state == "blocked":
-                broken.append(f"{shown} (blocked: {applied.why})")
-            else:
-                assert applied.call is not None
-                result = await executor.execute(applied.call)
-                if not result.ok and _is_random_fault(result):
-                    result = await executor.execute(applied.call)
+                continue
+            why = f"blocked: {applied.why}"
+            if applied.call is not None:
+                result = await _settled(executor, applied.call)
                 if result.ok:
                     counts["passed"] += 1
-                elif _is_random_fault(result):
+                    continue
+                if _is_random_fault(result):
                     counts["inconclusive"] += 1
-                else:
-                    sent = canonical_json(applied.call.arguments)
-                    broken.append(
-                        f"{shown} (sent as {sent} -> {result.status_code or result.code})"
-                    )
+                    continue
+                sent = canonical_json(applied.call.arguments)
+                why = f"sent as {sent} -> {result.status_code or result.code}"
+            # Would the call have succeeded without the strategy?
+            bare = _as_sent(executor, facts.tool, arguments, recorded=True)
+            if isinstance(bare, ValidationFailure):
+                counts["invalid"] += 1
+                continue
+            without = await _settled(executor, bare)
+            if without.ok:
+                broken.append(f"{shown} ({why})")
+            elif _is_random_fault(without):
+                counts["inconclusive"] += 1
+            else:
+                counts["stale"] += 1
     checked = len(good) - counts["invalid"]
     if broken:
         return False, (
             f"blocks {len(broken)} of {checked} recent good calls of {facts.tool}: "
             + "; ".join(broken)
         )
+    notes = [f"{counts['passed']} changed and replayed", f"{counts['kept']} left as they were"]
+    if counts["stale"]:
+        notes.append(f"{counts['stale']} no longer accepted without it either")
+    if counts["inconclusive"]:
+        notes.append(f"{counts['inconclusive']} inconclusive (random faults)")
     return True, (
         f"{checked} recent good call{'' if checked == 1 else 's'} of {facts.tool} "
-        f"{'passes' if checked == 1 else 'pass'} with the strategy "
-        f"({counts['passed']} changed and replayed, {counts['kept']} left as they were"
-        + (
-            f", {counts['inconclusive']} inconclusive (random faults)"
-            if counts["inconclusive"]
-            else ""
-        )
-        + ")"
+        f"{'passes' if checked == 1 else 'pass'} with the strategy ({', '.join(notes)})"
     )
 
 

@@ -164,18 +164,25 @@ PADDED_STOCK = {"A-1": 4, "0042": 7}
 
 
 def padded_stock_api(request: ApiRequest) -> tuple[int, Any]:
+    if request.path.startswith("/api/orders/"):
+        # the order question the failed run served, asked again by the replayed run
+        return 200, {"order_id": "#W1000001", "status": "shipped", "placed_at": "2026-11-20"}
     sku = request.path.rsplit("/", 1)[-1]
     if sku in PADDED_STOCK:
         return 200, {"sku": sku, "in_stock": PADDED_STOCK[sku]}
     return 404, {"detail": f"unknown sku {sku!r}"}
 
 
+@pytest.mark.parametrize("stale", [False, True], ids=["still-good", "refused-anyway"])
 def test_the_regression_replay_rejects_an_adapter_that_breaks_good_calls(
-    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
+    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any, stale: bool
 ) -> None:
     from agents.models import Tool
     from traces.models import Step
 
+    settings.LLM_SIM_ERROR_RATES = {}
+    # "0099" worked once; the API no longer knows it, with or without the repair
+    code = "0099" if stale else "0042"
     with RecordingAPI(respond=padded_stock_api) as api:
         settings.SANDBOX_BASE_URL = api.base_url
         tool = Tool.objects.create(
@@ -187,7 +194,7 @@ def test_the_regression_replay_rejects_an_adapter_that_breaks_good_calls(
         )
         tool.allowed_agents.add(support_agent)
         # given a recorded good call with the zero-padded code (as a run recorded it)
-        good = failed_trace(tool="partner_stock", action_input={"sku": "0042"})
+        good = failed_trace(tool="partner_stock", action_input={"sku": code})
         Step.objects.filter(trace=good).update(ok=True, status_code=200, error_type="")
         # and a failed call with zeros in front of a code that has none
         facts = _facts(
@@ -205,13 +212,23 @@ def test_the_regression_replay_rejects_an_adapter_that_breaks_good_calls(
 
         passed, detail = strategy_replay(proposal=_proposal("adapter", strip_zeros), facts=facts)
 
-    # the repair fixes the failed call, and breaks the padded code that worked
+    stock = [r.path.rsplit("/", 1)[-1] for r in api.requests if "/stock/" in r.path]
+    # the repaired call, the good call repaired, then the good call as it was sent
+    assert stock == ["A-1", "42" if not stale else "99", code]
+    if stale:
+        # not the repair's doing: the good call fails without it too
+        assert passed, detail
+        assert detail.split("; ")[1] == (
+            "1 recent good call of partner_stock passes with the strategy (0 changed and "
+            "replayed, 0 left as they were, 1 no longer accepted without it either)"
+        )
+        return
+    # the repair fixes the failed call, and breaks the padded code that still works
     assert not passed
     assert detail == (
         'blocks 1 of 1 recent good calls of partner_stock: partner_stock {"sku": "0042"} '
         '(sent as {"sku": "42"} -> 404)'
     )
-    assert [r.path.rsplit("/", 1)[-1] for r in api.requests] == ["A-1", "42"]
     assert not Trace.objects.filter(origin=Trace.Origin.REPLAY).exists()
 
 
