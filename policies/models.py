@@ -11,7 +11,8 @@ from django.db import models
 
 from policies.branches import branch_describe
 
-# policies.replay writes "replay run <trace id>: <status>" into Strategy.replay_detail.
+# policies.replay writes "replay run <trace id>: <status> (<outcome>)" into
+# Strategy.replay_detail.
 _REPLAY_RUN = re.compile(
     r"replay run ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
 )
@@ -106,8 +107,8 @@ class Strategy(models.Model):
 
     @property
     def replay_trace_id(self) -> str | None:
-        """The run a prompt-hint replay made, named in ``replay_detail``; other kinds replay
-        one tool call without a run of their own."""
+        """The run the replay made, named in ``replay_detail`` (every kind's replay ends by
+        running the request again; one that failed before that stage has none)."""
         match = _REPLAY_RUN.search(self.replay_detail)
         return match.group(1) if match else None
 

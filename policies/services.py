@@ -122,16 +122,36 @@ def strategy_evidence_record(*, strategy_id: int, passed: bool, trace_id: str = 
     return strategy
 
 
+# A run ended with a grounded answer: its final answer passed the grounding check and
+# answers the request (policies.replay uses the same set for its replayed run).
+GROUNDED_OUTCOMES = frozenset(
+    {Trace.Outcome.ANSWERED_FROM_DATA, Trace.Outcome.ANSWERED_WITHOUT_DATA}
+)
+
+
+def _rule_blocked(step: Any, strategy_id: int) -> bool:
+    """Whether validation rule ``strategy_id`` refused this step's call (the runtime's
+    rejection names the rule: "policy rule S<id>: ...")."""
+    return not step.ok and f"policy rule S{strategy_id}:" in (step.error_detail or "")
+
+
 def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
-    """Score every strategy a finished run applied. Step-level kinds count once per step
-    they touched (success = that step succeeded); hints and validation rules count once per
-    run (success = the run finished without the error they target)."""
+    """Score every strategy that acted on an ended run, by whether the run answered correctly.
+
+    A success needs the run to end with a grounded answer (``GROUNDED_OUTCOMES``):
+    - adapters, pre-conditions and error handlers count once per step they touched: that
+      step succeeded *and* the run ended grounded;
+    - a prompt hint counts once per run: grounded, without the error type it targets;
+    - a validation rule counts once per run in which it blocked a call: grounded (the model
+      recovered with a call the rule accepts) or not (the rule stood between the customer
+      and an answer: a call it blocked that would have succeeded counts as a failure). A
+      rule that checked calls and blocked none did not act and is not scored."""
     trace = Trace.objects.get(pk=trace_id)
     if not trace.is_terminal:
         return {}
     steps = list(trace.steps.exclude(strategies_applied=[]).order_by("step_number"))
     error_types = set(trace.steps.exclude(error_type="").values_list("error_type", flat=True))
-    run_ok = trace.status == Trace.Status.FINISHED
+    grounded = trace.outcome in GROUNDED_OUTCOMES
     outcomes: list[tuple[int, bool]] = []
     run_level: dict[int, bool] = {}
     for step in steps:
@@ -140,10 +160,13 @@ def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
             if not isinstance(strategy_id, int):
                 continue
             if kind in STEP_LEVEL_KINDS:
-                outcomes.append((strategy_id, bool(step.ok)))
+                outcomes.append((strategy_id, bool(step.ok) and grounded))
+            elif kind == "validation_rule":
+                if _rule_blocked(step, strategy_id):
+                    run_level[strategy_id] = grounded
             else:
                 target = applied.get("error_type") or ""
-                run_level[strategy_id] = run_ok and target not in error_types
+                run_level[strategy_id] = grounded and target not in error_types
     outcomes += list(run_level.items())
     known = set(
         Strategy.objects.filter(pk__in=[sid for sid, _ in outcomes]).values_list("pk", flat=True)

@@ -51,8 +51,12 @@ def failed_trace(support_agent: Any) -> Any:
         status_code: int | None = 400,
         error_type: str = "TYPE_MISMATCH",
         body: str = "",
-        query: str = "Where is my order #W1000001?",
+        query: str | None = None,
     ) -> Trace:
+        if query is None:
+            # The request the failed call served: a replay runs it again.
+            order_id = (action_input or {}).get("order_id", "#W1000001")
+            query = f"Where is my order {order_id}?"
         trace = trace_create(agent_id=support_agent.pk, query=query, llm_backend="simulated")
         Step.objects.create(
             trace=trace,

@@ -113,11 +113,88 @@ def test_run_outcomes_score_step_level_and_run_level_strategies(
             ),
         ]
     )
-    Trace.objects.filter(pk=trace.pk).update(status="finished")
+    Trace.objects.filter(pk=trace.pk).update(status="finished", outcome="answered_from_data")
     outcomes = run_outcomes_record(trace_id=str(trace.pk))
     assert outcomes == {adapter.pk: False, hint.pk: True}
     hint.refresh_from_db()
     assert hint.applications == 1 and hint.confidence == 0.75
+
+
+def _scored_run(
+    support_agent: Any, steps: list[tuple[bool, str, list[dict[str, Any]]]], *, outcome: str
+) -> Trace:
+    """A run that ended with ``outcome``; each step (ok, error detail, strategies applied)."""
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    now = timezone.now()
+    Step.objects.bulk_create(
+        [
+            Step(
+                trace=trace,
+                step_number=number,
+                phase="action",
+                action_type="tool",
+                ok=ok,
+                error_type="" if ok else "SCHEMA_VIOLATION",
+                error_detail=detail,
+                started_at=now,
+                strategies_applied=applied,
+            )
+            for number, (ok, detail, applied) in enumerate(steps, 1)
+        ]
+    )
+    status = Trace.OUTCOME_STATUS[Trace.Outcome(outcome)]
+    Trace.objects.filter(pk=trace.pk).update(status=status, outcome=outcome)
+    return trace
+
+
+@pytest.mark.parametrize(
+    ("outcome", "success"),
+    [
+        ("answered_from_data", True),
+        ("answered_without_data", True),
+        ("asked_customer", False),
+        ("handed_over", False),
+        ("failed", False),
+    ],
+)
+def test_a_step_that_succeeded_counts_only_when_the_run_ends_with_a_grounded_answer(
+    make_strategy: Any, support_agent: Any, outcome: str, success: bool
+) -> None:
+    adapter = make_strategy()
+    trace = _scored_run(
+        support_agent, [(True, "", [{"id": adapter.pk, "kind": "adapter"}])], outcome=outcome
+    )
+
+    assert run_outcomes_record(trace_id=str(trace.pk)) == {adapter.pk: success}
+
+
+@pytest.mark.parametrize(("outcome", "success"), [("answered_from_data", True), ("failed", False)])
+def test_a_validation_rule_is_scored_on_the_runs_where_it_blocked_a_call(
+    make_strategy: Any, support_agent: Any, outcome: str, success: bool
+) -> None:
+    rule = make_strategy(
+        kind="validation_rule",
+        branch={"tool": "search_products", "schema": {"required": ["q"]}},
+        error_type="MISSING_REQUIRED_FIELD",
+    )
+    other = make_strategy(
+        kind="validation_rule",
+        branch={"tool": "get_order", "schema": {"required": ["order_id"]}},
+        error_type="MISSING_REQUIRED_FIELD",
+    )
+    applied = [{"id": rule.pk, "kind": "validation_rule"}]
+    checked = [{"id": other.pk, "kind": "validation_rule"}]
+    blocked = f"SCHEMA_VIOLATION: policy rule S{rule.pk}: validator=required path=(root): 'q'"
+    trace = _scored_run(
+        support_agent,
+        # blocked once, then a call it accepted; the other rule only checked a call
+        [(False, blocked, applied), (True, "", applied), (True, "", checked)],
+        outcome=outcome,
+    )
+
+    assert run_outcomes_record(trace_id=str(trace.pk)) == {rule.pk: success}
+    other.refresh_from_db()
+    assert other.applications == 0
 
 
 def _history(strategy: Strategy) -> list[tuple[float, float, str]]:
@@ -165,7 +242,7 @@ def test_run_outcomes_record_one_event_per_application_linked_to_the_run(
             for number, ok in ((1, False), (2, True))
         ]
     )
-    Trace.objects.filter(pk=trace.pk).update(status="finished")
+    Trace.objects.filter(pk=trace.pk).update(status="finished", outcome="answered_from_data")
 
     run_outcomes_record(trace_id=str(trace.pk))
 

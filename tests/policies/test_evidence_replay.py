@@ -21,7 +21,21 @@ LOWERCASE_ONLY = {"errors": [{"field": "sku", "message": "must be lowercase"}]}
 RENAMED = {"detail": [{"type": "missing", "loc": ["query", "q"], "msg": "Field required"}]}
 
 
+ORDER = {"order_id": "#W1000001", "status": "shipped", "placed_at": "2026-11-20"}
+
+
+def order_lookup(request: ApiRequest) -> tuple[int, Any] | None:
+    """The same API also answers the order question the failed run served: the replay runs
+    that request again and needs a grounded answer (the simulated model asks the sandbox's
+    order tool, not the partner tool)."""
+    if request.path.startswith("/api/orders/"):
+        return 200, ORDER
+    return None
+
+
 def lowercase_api(request: ApiRequest) -> tuple[int, Any]:
+    if (answer := order_lookup(request)) is not None:
+        return answer
     sku = request.path.rsplit("/", 1)[-1]
     if sku != sku.lower():
         return 400, LOWERCASE_ONLY
@@ -29,6 +43,8 @@ def lowercase_api(request: ApiRequest) -> tuple[int, Any]:
 
 
 def renamed_api(request: ApiRequest) -> tuple[int, Any]:
+    if (answer := order_lookup(request)) is not None:
+        return answer
     if "q" not in request.query:
         return 422, RENAMED
     return 200, {"results": [{"sku": "cap-1"}]}
@@ -77,7 +93,9 @@ def test_a_case_change_is_learned_from_the_error_message(
     strategy = Strategy.objects.get(pk=record.strategy_id)
     assert strategy.branch == {"tool": "partner_stock", "field": "sku", "transform": "lower"}
     assert strategy.replay_status == "passed" and "-> 200" in strategy.replay_detail
-    assert api.requests[-1].path.endswith("/stock/cap-0001-bl")
+    stock = [r for r in api.requests if r.path.startswith("/api/stock/")]
+    assert stock[-1].path.endswith("/stock/cap-0001-bl")
+    assert "replay run " in strategy.replay_detail  # the request ran again, grounded
 
 
 def test_a_renamed_query_parameter_is_learned_and_replayed_on_the_wire(
@@ -104,7 +122,8 @@ def test_a_renamed_query_parameter_is_learned_and_replayed_on_the_wire(
     strategy = Strategy.objects.get(pk=record.strategy_id)
     assert strategy.branch["steps"] == [{"op": "rename", "from": "query", "to": "q", "in": "query"}]
     assert strategy.replay_status == "passed"
-    assert api.requests[-1].query == {"q": ["cap"]}
+    searches = [r for r in api.requests if r.path.endswith("/search")]
+    assert searches[-1].query == {"q": ["cap"]}
 
 
 def test_a_repair_the_api_still_refuses_is_not_learned(
@@ -137,6 +156,8 @@ NEW_PREFIX = {"detail": "order_id must start with 'ORD-'"}
 
 
 def new_prefix_api(request: ApiRequest) -> tuple[int, Any]:
+    if (answer := order_lookup(request)) is not None:
+        return answer
     order_id = request.path.rsplit("/", 1)[-1]
     if not order_id.startswith("ORD-"):
         return 400, NEW_PREFIX
@@ -156,7 +177,7 @@ def test_the_replay_picks_among_the_repairs_the_evidence_supports(
             support_agent,
             name="partner_order",
             params_schema={"type": "object", "properties": {"order_id": {"type": "string"}}},
-            endpoint_template="{sandbox}/orders/{order_id}",
+            endpoint_template="{sandbox}/partner/orders/{order_id}",
         )
         record = learn(
             failed_trace,
@@ -177,5 +198,6 @@ def test_the_replay_picks_among_the_repairs_the_evidence_supports(
     assert refuted.outcome == "rejected"
     assert refuted.reason.startswith("replay refuted this candidate")
     assert refuted.payload["branch"]["steps"] == [{"op": "add_prefix", "value": "ORD-"}]
-    paths = [r.path.rsplit("/", 1)[-1] for r in api.requests]
+    partner = [r for r in api.requests if r.path.startswith("/api/partner/")]
+    paths = [r.path.rsplit("/", 1)[-1] for r in partner]
     assert paths == ["ORD-%23W1000001", "ORD-1000001"]  # as sent: URL-quoted

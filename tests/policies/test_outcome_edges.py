@@ -44,7 +44,7 @@ def test_a_run_that_has_not_ended_scores_nothing_until_it_ends(
     assert adapter.applications == 0 and adapter.confidence == 0.7
     assert not StrategyConfidenceEvent.objects.exists()
 
-    Trace.objects.filter(pk=trace.pk).update(status="finished")
+    Trace.objects.filter(pk=trace.pk).update(status="finished", outcome="answered_from_data")
     assert run_outcomes_record(trace_id=str(trace.pk)) == {adapter.pk: True}
     adapter.refresh_from_db()
     assert adapter.applications == 1 and adapter.confidence == 0.75

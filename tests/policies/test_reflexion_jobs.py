@@ -27,8 +27,10 @@ def test_a_reflexion_batch_and_its_replay_report_progress_to_the_end(
     assert (reflexion.status, reflexion.done, reflexion.total) == ("finished", 1, 1)
     assert reflexion.message == f"{proposal.error_signature}: added"
     assert reflexion.result_url == f"/traces/{trace.pk}/"
-    assert (replay.status, replay.done, replay.total) == ("finished", 1, 1)
+    # three stages: the repaired call, the regression replay, the replayed run
+    assert (replay.status, replay.done, replay.total) == ("finished", 3, 3)
     assert replay.message.startswith("passed: get_order") and "-> 200" in replay.message
+    assert "replay run " in replay.message and replay.result_url != f"/traces/{trace.pk}/"
     assert replay.started_at >= reflexion.started_at
     assert replay.finished_at is not None and reflexion.finished_at is not None
     assert replay.finished_at <= reflexion.finished_at

@@ -1,13 +1,18 @@
 """The replay check of every branch kind, against the sandbox served over real HTTP.
 
-``strategy_replay`` replays the recorded failing step with the proposed branch applied;
-only a replay that passes lets a strategy through, so each kind must fail when its branch
-would not have helped — above all a ``degrade_cache`` handler with nothing cached to serve.
+``strategy_replay`` replays the recorded failing step with the proposed branch applied
+(or, for a random fault, pairs of it with and without the branch), then the tool's recent
+good calls, then the whole request; only a replay that passes lets a strategy through, so
+each kind must fail when its branch would not have helped — above all a ``degrade_cache``
+handler with nothing cached to serve, and a handler whose upstream recovered by itself.
+More on the regression replay, random faults and grounded runs:
+``test_replay_correctness.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import pytest
@@ -16,9 +21,10 @@ from agents.models import Tool, ToolResultCache
 from agents.prompts import canonical_json
 from agents.runtime import call_signature
 from policies.reflexion import FailureFacts, Proposal, failures_of_trace
-from policies.replay import strategy_replay
+from policies.replay import RANDOM_FAULT_PAIRS, replay_stages, strategy_replay
 from sandbox.models import Order, Product
 from sandbox.services import faultrule_set
+from tests.fakes.recording_api import ApiRequest, RecordingAPI
 from traces.models import Job, Trace
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,15 +60,30 @@ def _proposal(kind: str, branch: dict[str, Any]) -> Proposal:
 
 def _replay(kind: str, branch: dict[str, Any], facts: FailureFacts) -> tuple[bool, str]:
     passed, detail = strategy_replay(proposal=_proposal(kind, branch), facts=facts)
-    # Every replay is a Job that ran to the end and says whether the strategy passed.
+    # Every replay is a Job, one unit per stage, that ran to the end and says whether the
+    # strategy passed.
+    stages = len(replay_stages(_proposal(kind, branch), facts))
     job = Job.objects.filter(kind=Job.Kind.REPLAY).latest("pk")
-    assert (job.status, job.done, job.total) == ("finished", 1, 1)
+    assert (job.status, job.done, job.total) == ("finished", stages, stages)
     assert job.name == f"replay {kind} for {facts.signature}"
     assert job.message == (("passed: " if passed else "failed: ") + detail)[:300]
-    if kind != "prompt_hint":
-        # a step replay links the run it replayed (a hint links its replay run)
-        assert job.result_url == f"/traces/{facts.trace_id}/"
+    # it links the replayed run when the request ran again, else the run it replayed
+    run = re.search(r"replay run ([0-9a-f-]{36})", detail)
+    assert job.result_url == f"/traces/{run.group(1) if run else facts.trace_id}/"
     return passed, detail
+
+
+def _not_beaten(with_strategy: int, without: int) -> str:
+    """The end of a paired replay's detail when the strategy does not beat no strategy."""
+    n = RANDOM_FAULT_PAIRS
+    return (
+        f"{with_strategy} of {n} calls succeeded with the strategy, {without} of {n} without "
+        "(0 pairs won, 0 lost, one-sided sign test p = 1)"
+    )
+
+
+def _replayed_run() -> Trace:
+    return Trace.objects.get(origin=Trace.Origin.REPLAY)
 
 
 def _cache(tool: str, arguments: dict[str, Any], body: str) -> None:
@@ -80,11 +101,12 @@ def _upstream_failure(failed_trace: Any, order: Order) -> FailureFacts:
         action_input={"order_id": order.order_id},
         status_code=500,
         error_type="INTERNAL_SERVER_ERROR",
+        query=f"Where is my order {order.order_id}?",
     )
 
 
 @pytest.mark.parametrize("upstream_down", [True, False], ids=["upstream-down", "upstream-up"])
-def test_a_degrade_handler_with_nothing_cached_does_not_pass(
+def test_a_degrade_handler_with_nothing_cached_does_not_beat_no_strategy(
     failed_trace: Any, order: Order, upstream_down: bool
 ) -> None:
     # given nothing cached for the failed call, whether or not the upstream came back
@@ -97,29 +119,53 @@ def test_a_degrade_handler_with_nothing_cached_does_not_pass(
     passed, detail = _replay("error_handler", DEGRADE, facts)
 
     assert not passed
-    assert detail == "nothing cached for this call: the handler has nothing to serve"
+    assert detail.startswith(
+        "INTERNAL_SERVER_ERROR is a random fault: the strategy does not beat no strategy on "
+        f'{RANDOM_FAULT_PAIRS} paired replays of get_order {{"order_id": "{order.order_id}"}}: '
+    )
+    assert detail.endswith(_not_beaten(0, 0) if upstream_down else _not_beaten(6, 6))
 
 
-@pytest.mark.parametrize(
-    ("upstream_down", "upstream"), [(True, "still failing"), (False, "recovered")]
-)
-def test_a_degrade_handler_passes_when_the_failed_call_has_a_cached_result(
-    failed_trace: Any, order: Order, upstream_down: bool, upstream: str
+def test_a_degrade_handler_passes_when_it_serves_the_failed_call_from_the_cache(
+    failed_trace: Any, order: Order, settings: Any
 ) -> None:
-    if upstream_down:
-        faultrule_set(endpoint="orders", rate_500=1.0)
+    settings.LLM_SIM_ERROR_RATES = {}
+    faultrule_set(endpoint="orders", rate_500=1.0)
+    facts = _upstream_failure(failed_trace, order)
+    _cache("get_order", {"order_id": order.order_id}, f'{{"status": "{order.status}"}}')
+
+    passed, detail = _replay("error_handler", DEGRADE, facts)
+
+    assert passed, detail
+    paired, run = detail.split("; ")
+    n = RANDOM_FAULT_PAIRS
+    assert paired.endswith(
+        f"{n} of {n} calls succeeded with the strategy, 0 of {n} without "
+        f"({n} pairs won, 0 lost, one-sided sign test p = 0.0156)"
+    )
+    replay = _replayed_run()
+    assert run == f"replay run {replay.pk}: finished (answered_from_data)"
+    # the replayed run answered from the cached result its handler served
+    served = replay.steps.filter(tool_name="get_order", ok=True).latest("step_number")
+    assert served.details["degraded"] is True
+
+
+def test_a_degrade_handler_whose_upstream_recovered_by_itself_does_not_pass(
+    failed_trace: Any, order: Order
+) -> None:
     facts = _upstream_failure(failed_trace, order)
     _cache("get_order", {"order_id": order.order_id}, '{"status": "shipped"}')
 
     passed, detail = _replay("error_handler", DEGRADE, facts)
 
-    assert passed
-    assert detail.startswith(f"serves cached data when the call fails (upstream {upstream}: ")
-    assert detail.endswith("-> 500)" if upstream_down else "-> 200)")
+    assert not passed
+    assert detail.endswith(_not_beaten(6, 6))
 
 
 # --- error handlers: handover, retry_once, call_tool ------------------------------------
-def test_a_handover_passes_without_calling_the_tool(failed_trace: Any, order: Order) -> None:
+def test_a_handover_answers_nobody_so_it_never_beats_no_strategy(
+    failed_trace: Any, order: Order
+) -> None:
     faultrule_set(endpoint="orders", rate_500=1.0)
     facts = _upstream_failure(failed_trace, order)
 
@@ -129,12 +175,15 @@ def test_a_handover_passes_without_calling_the_tool(failed_trace: Any, order: Or
         facts,
     )
 
-    assert passed
-    assert detail == "hands the request over to a person instead of failing"
+    assert not passed
+    assert detail.endswith(_not_beaten(0, 0))
 
 
-def test_retry_once_passes_once_the_upstream_answers_again(failed_trace: Any, order: Order) -> None:
-    # given a recorded timeout and an upstream that answers now
+def test_retry_once_on_a_timeout_the_upstream_no_longer_shows_does_not_pass(
+    failed_trace: Any, order: Order
+) -> None:
+    # given a recorded timeout and an upstream that answers now: one replay that succeeds
+    # would have passed it; paired, the bare call succeeds just as often
     facts = _facts(
         failed_trace,
         action_input={"order_id": order.order_id},
@@ -153,8 +202,8 @@ def test_retry_once_passes_once_the_upstream_answers_again(failed_trace: Any, or
         facts,
     )
 
-    assert passed, detail
-    assert detail == f'get_order {{"order_id": "{order.order_id}"}} -> 200'
+    assert not passed
+    assert detail.endswith(_not_beaten(6, 6))
 
 
 def test_retry_once_with_a_transform_the_schema_refuses_fails_like_the_runtime(
@@ -194,19 +243,22 @@ def test_retry_once_without_a_transform_fails_while_the_upstream_fails(
         "error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "retry_once"}, facts
     )
 
+    # the 500s are not the timeouts it handles, and a retry would not have helped either
     assert not passed
-    assert detail == f'get_order {{"order_id": "{order.order_id}"}} -> 500'
+    assert detail.endswith(_not_beaten(0, 0))
 
 
 def test_call_tool_replays_the_other_tool_with_the_recorded_value(
-    failed_trace: Any, product: Product
+    failed_trace: Any, product: Product, settings: Any
 ) -> None:
+    settings.LLM_SIM_ERROR_RATES = {}
     facts = _facts(
         failed_trace,
         tool="check_inventory",
         action_input={"sku": product.name},
         status_code=404,
         error_type="RESOURCE_NOT_FOUND",
+        query=f"Is the {product.name} in stock?",
     )
 
     passed, detail = _replay(
@@ -222,7 +274,9 @@ def test_call_tool_replays_the_other_tool_with_the_recorded_value(
     )
 
     assert passed, detail
-    assert detail == f"search_products {canonical_json({'query': product.name})} -> 200"
+    call, run = detail.split("; ")
+    assert call == f"search_products {canonical_json({'query': product.name})} -> 200"
+    assert run == f"replay run {_replayed_run().pk}: finished (answered_from_data)"
 
 
 def test_call_tool_naming_a_tool_the_agent_may_not_call_fails(
@@ -257,17 +311,23 @@ def test_an_error_handler_with_an_unknown_action_cannot_be_replayed(
 ) -> None:
     facts = _upstream_failure(failed_trace, order)
 
-    passed, detail = _replay(
-        "error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "pray"}, facts
+    passed, detail = strategy_replay(
+        proposal=_proposal(
+            "error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "pray"}
+        ),
+        facts=facts,
     )
 
     assert (passed, detail) == (False, "cannot replay a error_handler")
+    assert not Job.objects.exists()
 
 
 def test_an_unknown_kind_cannot_be_replayed(failed_trace: Any, order: Order) -> None:
     facts = _upstream_failure(failed_trace, order)
 
-    assert _replay("wish", {"tool": "get_order"}, facts) == (False, "cannot replay a wish")
+    passed, detail = strategy_replay(proposal=_proposal("wish", {"tool": "get_order"}), facts=facts)
+
+    assert (passed, detail) == (False, "cannot replay a wish")
 
 
 # --- adapters ------------------------------------------------------------------------
@@ -299,17 +359,30 @@ def test_an_adapter_on_a_recorded_input_the_schema_refuses_fails(
 
 
 def test_an_adapter_passes_only_when_the_transformed_call_succeeds(
-    failed_trace: Any, order: Order
+    failed_trace: Any, order: Order, settings: Any
 ) -> None:
+    settings.LLM_SIM_ERROR_RATES = {}
     faultrule_set(endpoint="orders", drift="require_int_id")
-    facts = _facts(failed_trace, action_input={"order_id": order.order_id})
+    facts = _facts(
+        failed_trace,
+        action_input={"order_id": order.order_id},
+        query=f"Where is my order {order.order_id}?",
+    )
     branch = {"tool": "get_order", "field": "order_id", "transform": "digits_to_int"}
     digits = int(order.order_id.removeprefix("#W"))
 
-    assert _replay("adapter", branch, facts) == (
-        True,
+    passed, detail = _replay("adapter", branch, facts)
+    assert passed, detail
+    replay = _replayed_run()
+    assert detail.split("; ") == [
         f'get_order {{"order_id": {digits}}} -> 200',
-    )
+        "no earlier successful call of get_order to check against",
+        f"replay run {replay.pk}: finished (answered_from_data)",
+    ]
+    # the adapter acted in the replayed run: its order lookup went out as an integer
+    lookup = replay.steps.filter(tool_name="get_order", ok=True).latest("step_number")
+    assert lookup.action_input == {"order_id": digits}
+    assert {"id": 0, "kind": "adapter"} in lookup.strategies_applied
     faultrule_set(endpoint="orders", rate_500=1.0)
     assert _replay("adapter", branch, facts) == (
         False,
@@ -332,27 +405,38 @@ def _lookup(**overrides: Any) -> dict[str, Any]:
     return branch
 
 
-def _sku_not_found(failed_trace: Any, value: Any) -> FailureFacts:
+def _sku_not_found(failed_trace: Any, value: Any, **kwargs: Any) -> FailureFacts:
     return _facts(
         failed_trace,
         tool="check_inventory",
         action_input={"sku": value} if value is not None else {},
         status_code=404,
         error_type="RESOURCE_NOT_FOUND",
+        **kwargs,
     )
 
 
 def test_a_pre_condition_looks_the_id_up_and_the_call_then_passes(
-    failed_trace: Any, product: Product
+    failed_trace: Any, product: Product, settings: Any
 ) -> None:
-    facts = _sku_not_found(failed_trace, product.name)
+    # the replayed run's model sends the product name as the SKU, as the failed run did
+    settings.LLM_SIM_ERROR_RATES = {"name_for_sku": 1.0}
+    facts = _sku_not_found(failed_trace, product.name, query=f"Is the {product.name} in stock?")
 
     passed, detail = _replay("pre_condition", _lookup(), facts)
 
     assert passed, detail
+    call, regression, run = detail.split("; ")
     # the call went out with the looked-up SKU in place of the name
-    assert detail.startswith('check_inventory {"sku": "') and detail.endswith("-> 200")
-    assert product.name not in detail
+    assert call.startswith('check_inventory {"sku": "') and call.endswith("-> 200")
+    assert product.name not in call
+    assert regression == "no earlier successful call of check_inventory to check against"
+    replay = _replayed_run()
+    assert run == f"replay run {replay.pk}: finished (answered_from_data)"
+    assert any(
+        {"id": 0, "kind": "pre_condition"} in step.strategies_applied
+        for step in replay.steps.filter(tool_name="check_inventory")
+    )
 
 
 @pytest.mark.parametrize("value", ["AWH-2041-BLK", None], ids=["already-an-id", "no-argument"])
@@ -411,23 +495,27 @@ def test_a_pre_condition_whose_lookup_answers_no_json_fails(
 
 # --- validation rules ----------------------------------------------------------------
 def test_a_validation_rule_passes_when_it_rejects_the_recorded_input(
-    failed_trace: Any, support_agent: Any
+    failed_trace: Any, product: Product, settings: Any
 ) -> None:
+    settings.LLM_SIM_ERROR_RATES = {}
     facts = _facts(
         failed_trace,
         tool="search_products",
         action_input={"limit": 3},
         error_type="MISSING_REQUIRED_FIELD",
+        query=f"Is the {product.name} in stock?",
     )
 
     passed, detail = _replay(
         "validation_rule", {"tool": "search_products", "schema": {"required": ["query"]}}, facts
     )
 
-    assert passed
-    assert detail == (
-        "the rule rejects the recorded input before the API call: 'query' is a required property"
-    )
+    assert passed, detail
+    assert detail.split("; ") == [
+        "the rule rejects the recorded input before the API call: 'query' is a required property",
+        "no earlier successful call of search_products to check against",
+        f"replay run {_replayed_run().pk}: finished (answered_from_data)",
+    ]
 
 
 def test_a_validation_rule_the_recorded_input_satisfies_fails(
@@ -461,8 +549,8 @@ def test_a_prompt_hint_replays_the_whole_request_with_the_hint_applied(
     facts = _facts(
         failed_trace,
         action_input={"order_id": order.order_id},
-        status_code=500,
-        error_type="INTERNAL_SERVER_ERROR",
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
         query=f"Where is my order {order.order_id}?",
     )
     hint = {"text": "Quote the order id exactly as the customer gave it.", "error_type": "X"}
@@ -487,15 +575,32 @@ def test_a_prompt_hint_replays_the_whole_request_with_the_hint_applied(
     job = Job.objects.get(kind=Job.Kind.REPLAY)
     assert job.result_url == f"/traces/{replay.pk}/"
     if orders_down:
+        # the run ends without a grounded answer
         assert not passed
-        assert detail == f"replay run {replay.pk}: {replay.status}, INTERNAL_SERVER_ERROR again"
+        assert detail == f"replay run {replay.pk}: failed (failed), no grounded answer"
     else:
         assert passed, detail
         assert replay.status == "finished"
-        assert detail == f"replay run {replay.pk}: finished"
+        assert detail == f"replay run {replay.pk}: finished (answered_from_data)"
 
 
-# --- wait_retry: the sandbox's 429 asks for RETRY_AFTER_SECONDS (1 s) -------------------
+def test_a_prompt_hint_from_a_random_fault_is_rejected_without_a_replay(
+    failed_trace: Any, order: Order
+) -> None:
+    facts = _upstream_failure(failed_trace, order)
+    hint = {"text": "Quote the order id exactly as the customer gave it.", "error_type": "X"}
+
+    passed, detail = strategy_replay(proposal=_proposal("prompt_hint", hint), facts=facts)
+
+    assert (passed, detail) == (
+        False,
+        "INTERNAL_SERVER_ERROR is a random fault: a prompt hint does not change the call, "
+        "so it cannot beat no strategy on paired replays",
+    )
+    assert not Trace.objects.filter(origin=Trace.Origin.REPLAY).exists()
+
+
+# --- wait_retry: a random fault, judged on paired replays --------------------------------
 @pytest.fixture
 def rate_limited(failed_trace: Any, order: Order) -> FailureFacts:
     """A recorded 429 on the order lookup."""
@@ -504,6 +609,7 @@ def rate_limited(failed_trace: Any, order: Order) -> FailureFacts:
         action_input={"order_id": order.order_id},
         status_code=429,
         error_type="RATE_LIMITED",
+        query=f"Where is my order {order.order_id}?",
     )
 
 
@@ -515,32 +621,76 @@ def _wait_retry(facts: FailureFacts, **bounds: Any) -> tuple[bool, str]:
     )
 
 
-def test_wait_retry_passes_when_the_upstream_answers(
-    rate_limited: FailureFacts, order: Order
-) -> None:
-    passed, detail = _wait_retry(rate_limited, max_retries=1, max_wait_s=5)
-    assert passed, detail
-    assert detail == f'get_order {{"order_id": "{order.order_id}"}} -> 200'
-
-
-def test_wait_retry_waits_as_asked_and_fails_while_the_upstream_still_refuses(
+def test_wait_retry_from_a_429_the_upstream_no_longer_sends_does_not_pass(
     rate_limited: FailureFacts,
 ) -> None:
-    faultrule_set(endpoint="orders", rate_429=1.0)
-    passed, detail = _wait_retry(rate_limited, max_retries=2, max_wait_s=5)
+    passed, detail = _wait_retry(rate_limited, max_retries=1, max_wait_s=5)
     assert not passed
-    assert detail.endswith("-> 429, after 1 s: 429, after 1 s: 429")
+    assert detail.endswith(_not_beaten(6, 6))
 
 
-def test_wait_retry_does_not_wait_longer_than_its_cap(rate_limited: FailureFacts) -> None:
-    faultrule_set(endpoint="orders", rate_429=1.0)
-    passed, detail = _wait_retry(rate_limited, max_retries=1, max_wait_s=0.5)
+@pytest.mark.parametrize(
+    ("max_wait_s", "requests"),
+    [(5, 2 * RANDOM_FAULT_PAIRS), (0.5, RANDOM_FAULT_PAIRS)],
+    ids=["waits-as-asked", "keeps-to-its-cap"],
+)
+def test_wait_retry_waits_as_asked_within_its_cap_and_fails_while_the_upstream_refuses(
+    failed_trace: Any, order: Order, settings: Any, max_wait_s: float, requests: int
+) -> None:
+    def refusing(request: ApiRequest) -> tuple[Any, ...]:
+        return 429, {"error": "RATE_LIMITED"}, {"Retry-After": "1"}
+
+    with RecordingAPI(respond=refusing) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        facts = _facts(
+            failed_trace,
+            action_input={"order_id": order.order_id},
+            status_code=429,
+            error_type="RATE_LIMITED",
+        )
+        passed, detail = _wait_retry(facts, max_retries=1, max_wait_s=max_wait_s)
+
     assert not passed
-    assert detail.endswith("-> 429, asked to wait 1 s, over the 0.5 s cap")
+    assert detail.endswith(_not_beaten(0, 0))
+    # asked for 1 s: within a 5 s cap each pair retried once; over a 0.5 s cap, never
+    assert len(api.requests) == requests
 
 
-def test_wait_retry_refuses_a_call_the_schema_refuses(failed_trace: Any, order: Order) -> None:
+def test_wait_retry_on_a_recorded_call_that_cannot_go_out_again_does_not_pass(
+    failed_trace: Any, order: Order
+) -> None:
+    # a recorded call without the order id its endpoint needs fails both ways
     facts = _facts(failed_trace, action_input={}, status_code=429, error_type="RATE_LIMITED")
     passed, detail = _wait_retry(facts, max_retries=1, max_wait_s=5)
     assert not passed
-    assert "order_id" in detail
+    assert detail.endswith(_not_beaten(0, 0))
+
+
+def test_a_random_fault_is_replayed_with_the_arguments_the_call_sent(
+    failed_trace: Any, order: Order, make_strategy: Any, settings: Any
+) -> None:
+    # given a live adapter that sends order ids as integers to the drifted order API
+    settings.LLM_SIM_ERROR_RATES = {}
+    settings.POLICY_PUBLISH = "at_once"
+    from policies.services import strategy_activate
+
+    strategy_activate(
+        strategy=make_strategy(status="proposed"), author_kind="reviewer", at_once=True
+    )
+    faultrule_set(endpoint="orders", drift="require_int_id", rate_500=1.0)
+    digits = int(order.order_id.removeprefix("#W"))
+    # and a 500 recorded on the call as it went out (an integer the tool's schema refuses)
+    facts = _facts(
+        failed_trace,
+        action_input={"order_id": digits},
+        status_code=500,
+        error_type="INTERNAL_SERVER_ERROR",
+        query=f"Where is my order {order.order_id}?",
+    )
+    _cache("get_order", {"order_id": digits}, f'{{"status": "{order.status}"}}')
+
+    passed, detail = _replay("error_handler", DEGRADE, facts)
+
+    assert passed, detail
+    assert f'paired replays of get_order {{"order_id": {digits}}}: 6 of 6 calls' in detail
+    assert detail.endswith(": finished (answered_from_data)")

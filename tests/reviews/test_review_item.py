@@ -32,6 +32,7 @@ from reviews.services import (
     review_item_reopen,
     review_item_request_evidence,
 )
+from sandbox.models import Product
 from traces.models import Step, Trace
 
 pytestmark = pytest.mark.django_db
@@ -62,14 +63,25 @@ def publish_at_once(settings: Any) -> None:
 
 
 @pytest.fixture
+def replay_shop(live_sandbox: str, small_shop: Any, error_rules: Any, settings: Any) -> str:
+    """For the tests that replay: a replay runs the recorded request again against the
+    sandbox (over HTTP, so those tests commit their data), with a model making no mistakes."""
+    settings.LLM_SIM_ERROR_RATES = {}
+    return live_sandbox
+
+
+@pytest.fixture
 def recorded_failure(failed_trace: Any) -> Trace:
-    """A call of search_products without its query, as a run recorded it."""
+    """A call of search_products without its query, as a run recorded it, in a request
+    about a product of the shop (when one is there: ``replay_shop``)."""
+    product = Product.objects.order_by("product_id").first()
     return failed_trace(
         tool="search_products",
         action_input={"limit": 3},
         status_code=None,
         error_type="MISSING_REQUIRED_FIELD",
         body=MISSING_QUERY,
+        query=f"Is the {product.name if product else 'Aurora speaker'} in stock?",
     )
 
 
@@ -168,8 +180,9 @@ def test_what_strategy_activate_returns_reads_as_words(result: Any, label: str) 
     assert published_label(result) == label
 
 
+@pytest.mark.django_db(transaction=True)
 def test_an_edit_is_replayed_then_published_and_audited(
-    proposal: ReviewItem, ops_user: Any
+    replay_shop: str, proposal: ReviewItem, ops_user: Any
 ) -> None:
     edit = StrategyEdit(
         root_cause="search_products called without a usable query",
@@ -296,8 +309,14 @@ def test_items_are_assigned_to_reviewers_only(
     ("enabled", "minimum", "merged"),
     [(True, 0.6, True), (True, 0.85, False), (False, 0.0, False)],
 )
+@pytest.mark.django_db(transaction=True)
 def test_auto_merge_publishes_confident_replayed_strategies_only(
-    recorded_failure: Trace, settings: Any, enabled: bool, minimum: float, merged: bool
+    replay_shop: str,
+    recorded_failure: Trace,
+    settings: Any,
+    enabled: bool,
+    minimum: float,
+    merged: bool,
 ) -> None:
     settings.REVIEW_AUTO_MERGE = enabled
     settings.REVIEW_AUTO_MERGE_MIN_CONFIDENCE = minimum
@@ -444,8 +463,9 @@ def test_an_invalid_edit_shows_its_errors_and_keeps_what_was_typed(
     assert _strategy(proposal).branch == RULE and not AuditLog.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_valid_edit_through_the_page_publishes_and_says_so(
-    client: Client, proposal: ReviewItem, ops_user: Any
+    replay_shop: str, client: Client, proposal: ReviewItem, ops_user: Any
 ) -> None:
     client.force_login(ops_user)
 
