@@ -50,9 +50,9 @@ def test_a_stale_schema_is_amended_and_the_models_value_goes_through(
     )
     first, _ = run_query(agent, f"Where is order {order.order_id}?")
     # 2. The form the API asked for: the tool's own schema (^#W\d{7}$) refuses it.
+    # (a call the schema refuses never runs: the model is asked to reason again, no reflection)
     openai_server.enqueue(
         reason("get_order", {"order_id": digits}),
-        reflect(False, cause="the tool's schema refused order_id: pattern mismatch"),
         answer("Sorry, I could not look that up."),
     )
     refused, _ = run_query(agent, f"Where is order {order.order_id}?")
@@ -60,6 +60,13 @@ def test_a_stale_schema_is_amended_and_the_models_value_goes_through(
     assert (step.ok, step.status_code) == (False, None)
     assert "validator=pattern" in step.error_detail
 
+    # The replay runs the request again with the amendment: the model sends the same value,
+    # which now passes validation and reaches the API.
+    openai_server.enqueue(
+        reason("get_order", {"order_id": digits}),
+        reflect(True),
+        answer(f"Order {order.order_id} is {order.status}."),
+    )
     records = reflexion_run(trace_id=str(refused.pk), auto_approve=True)
 
     [record] = [r for r in records if r.origin == "analyzer:stale_schema"]
