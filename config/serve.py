@@ -49,7 +49,7 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
         name="sandbox",
         argv=[
             *(python, "-m", "daphne", "-b", host, "-p", sandbox_port_for(environ_)),
-            "config.asgi:application",
+            "config.asgi_sandbox:application",
         ],
     )
     if not celery:

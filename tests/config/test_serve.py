@@ -122,7 +122,9 @@ def test_the_children_honour_host_port_workers_and_concurrency():
     web_argv = " ".join(children[0].argv)
     assert "-m daphne -b 0.0.0.0 -p 9100 config.asgi:application" in web_argv
     # The sandbox shop serves on its own port, in its own process: PORT + 1 by default.
-    assert "-m daphne -b 0.0.0.0 -p 9101 config.asgi:application" in " ".join(children[1].argv)
+    assert "-m daphne -b 0.0.0.0 -p 9101 config.asgi_sandbox:application" in " ".join(
+        children[1].argv
+    )
     assert children_for(celery=True, environ_={**env, "SANDBOX_PORT": "7000"})[1].argv[-2] == (
         "7000"
     )
@@ -165,6 +167,9 @@ def test_embedded_serve_writes_a_secret_key_serves_the_app_and_stops_on_sigterm(
     wait_for(lambda: len(served.started()) == 2)
     assert sorted(name for name, _, _ in served.started()) == ["sandbox", "web"]
     wait_for(served.sandbox_answers)
+    # Only the web process runs the in-process worker (one sweeper per installation).
+    wait_for(lambda: "embedded_worker.started" in served.log.read_text())
+    assert served.log.read_text().count("embedded_worker.started") == 1
     assert "config.settings.local" in served.log.read_text()
     not_found = httpx.get(f"http://127.0.0.1:{served.port}/no-such-page")
     assert not_found.status_code == 404
