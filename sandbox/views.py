@@ -638,14 +638,14 @@ def _faultrule_payload(rule: FaultRule) -> dict[str, Any]:
     }
 
 
-def _validation_error(error: ValidationError) -> JsonResponse:
+def _validation_error(error: ValidationError, code: str = "invalid_fault_rule") -> JsonResponse:
     fields = error.message_dict if hasattr(error, "error_dict") else {"__all__": error.messages}
     detail = "; ".join(
         message if name == "__all__" else f"{name}: {message}"
         for name, messages in fields.items()
         for message in messages
     )
-    return _error(400, "invalid_fault_rule", detail, fields=fields)
+    return _error(400, code, detail, fields=fields)
 
 
 @csrf_exempt
@@ -737,7 +737,9 @@ def _drift_fields_or_error(body: Any) -> dict[str, Any] | JsonResponse:
     body.pop("id", None)
     unknown = sorted(set(body) - services.DRIFT_SETTABLE_FIELDS)
     if unknown:
-        return _validation_error(ValidationError({name: "unknown field" for name in unknown}))
+        return _validation_error(
+            ValidationError({name: "unknown field" for name in unknown}), "invalid_drift"
+        )
     for name, value in body.items():
         if name == "values":
             if not isinstance(value, list | dict):
@@ -768,7 +770,7 @@ def drift_index(request: HttpRequest) -> HttpResponse:
         try:
             drift = services.contractdrift_set(**fields)
         except ValidationError as error:
-            return _validation_error(error)
+            return _validation_error(error, "invalid_drift")
         return JsonResponse(_drift_payload(drift), status=201)
     return JsonResponse(
         {
@@ -805,7 +807,7 @@ def drift_detail(request: HttpRequest, drift_id: int) -> HttpResponse:
     try:
         drift = services.contractdrift_set(drift_id=drift_id, **fields)
     except ValidationError as error:
-        return _validation_error(error)
+        return _validation_error(error, "invalid_drift")
     return JsonResponse(_drift_payload(drift))
 
 

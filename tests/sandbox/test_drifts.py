@@ -316,6 +316,7 @@ def test_drift_api_refuses_bad_input_clearly(injector_client, body, status, need
 
     assert response.status_code == status
     assert needle in response.content.decode()
+    assert response.json()["error"] in ("invalid_drift", "type_mismatch")
     assert not ContractDrift.objects.exists()
 
 
