@@ -127,7 +127,8 @@ def _supposed(sentence: str, start: int) -> bool:
 
 
 # --- facts ---------------------------------------------------------------------------
-_MONTHS = {
+# English month names and abbreviations -> month number (also read by bench.judge).
+MONTH_NUMBERS = {
     name: number
     for number, names in enumerate(
         [
@@ -148,7 +149,7 @@ _MONTHS = {
     )
     for name in names
 }
-_MONTH = r"(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTH = r"(?:" + "|".join(sorted(MONTH_NUMBERS, key=len, reverse=True)) + r")\.?"
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w:])")
 # An ISO value in an observation, read as an instant when it has a time and an offset.
 _ISO_VALUE = re.compile(
@@ -184,7 +185,7 @@ def _named_date(locale: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=32)
 def _month_names(locale: str) -> dict[str, int]:
-    names = dict(_MONTHS)
+    names = dict(MONTH_NUMBERS)
     try:
         cldr = Locale.parse(locale.replace("-", "_")) if locale else None
     except (UnknownLocaleError, ValueError):

@@ -38,6 +38,7 @@ from bench.learning import (
     learning_state_reset,
     run_tasks,
     sandbox_server,
+    strategies_table,
     tasks_generate,
 )
 from bench.stats import mcnemar_exact
@@ -299,23 +300,9 @@ def _drift_clear() -> None:
 
 
 def _approved_for(tool: str) -> list[dict[str, Any]]:
-    from policies.models import Strategy
-
-    live = (Strategy.Status.APPROVED, Strategy.Status.ACTIVE)
-    return [
-        {
-            "id": s.pk,
-            "kind": s.kind,
-            "tool": s.tool_name,
-            "error_type": s.error_type,
-            "origin": s.origin,
-            "confidence": round(s.confidence, 3),
-            "strategy_update": s.strategy_update,
-            "branch": s.branch,
-        }
-        for s in Strategy.objects.filter(status__in=live).order_by("pk")
-        if s.tool_name in ("", tool)
-    ]
+    """The approved or active strategies that act on ``tool`` (or on every tool)."""
+    live = ("approved", "active")
+    return [s for s in strategies_table(statuses=live) if s["tool"] in ("", tool)]
 
 
 def _error_counts(results: list[RunResult]) -> dict[str, int]:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from agents.grounding import MONTH_NUMBERS
+
 # --- order status ---------------------------------------------------------------------
 
 # Canonical states a customer can tell apart. "pending" and "processing" are one for the
@@ -391,28 +393,7 @@ def says_stock(
 
 # --- dates ----------------------------------------------------------------------------
 
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ],
-        start=1,
-    )
-    for name in names
-}
-_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTH = r"(?P<month>" + "|".join(sorted(MONTH_NUMBERS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>\d{4})"
 _DATE_PATTERNS = [
@@ -464,7 +445,7 @@ def dates_in(text: str) -> list[tuple[tuple[int | None, int, int], int, int]]:
                 month = groups["month"].lower()
                 if kind == "dmy" and month == "may" and year is None:
                     continue  # "12 may apply" is no date
-                readings = [_valid(year, _MONTHS[month], int(groups["day"]))]
+                readings = [_valid(year, MONTH_NUMBERS[month], int(groups["day"]))]
             valid = {reading for reading in readings if reading is not None}
             if not valid:
                 continue

@@ -488,9 +488,13 @@ def _attribution(control: list[RunResult], treatment: list[RunResult]) -> dict[s
     return table
 
 
-def _strategies_table() -> list[dict[str, Any]]:
+def strategies_table(*, statuses: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Every strategy (or those in ``statuses``) as report rows, oldest first."""
     from policies.models import Strategy
 
+    strategies = Strategy.objects.order_by("pk")
+    if statuses:
+        strategies = strategies.filter(status__in=statuses)
     return [
         {
             "id": s.pk,
@@ -507,7 +511,7 @@ def _strategies_table() -> list[dict[str, Any]]:
             "strategy_update": s.strategy_update,
             "branch": s.branch,
         }
-        for s in Strategy.objects.order_by("pk")
+        for s in strategies
     ]
 
 
@@ -841,7 +845,7 @@ def _experiment_run(
             settings.LLM_SIM_HINT_FOLLOW_RATE = main_rate
             label = f"[hint-follow {main_rate:g}] " if rates else ""
             arms = both_arms(label)
-            strategies = _strategies_table()
+            strategies = strategies_table()
             from sandbox.services import faultrule_clear
 
             faultrule_clear()

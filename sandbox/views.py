@@ -751,6 +751,21 @@ def _drift_fields_or_error(body: Any) -> dict[str, Any] | JsonResponse:
     return body
 
 
+def _drift_write(request: HttpRequest, *, drift_id: int | None) -> JsonResponse:
+    """Create a drift (no ``drift_id``: 201) or change one (200) from the JSON body."""
+    body = _json_body(request, empty=b"{}")
+    if isinstance(body, JsonResponse):
+        return body
+    fields = _drift_fields_or_error(body)
+    if isinstance(fields, JsonResponse):
+        return fields
+    try:
+        drift = services.contractdrift_set(drift_id=drift_id, **fields)
+    except ValidationError as error:
+        return _validation_error(error, "invalid_drift")
+    return JsonResponse(_drift_payload(drift), status=201 if drift_id is None else 200)
+
+
 @csrf_exempt
 @allow_methods("GET", "POST", "DELETE")
 def drift_index(request: HttpRequest) -> HttpResponse:
@@ -761,17 +776,7 @@ def drift_index(request: HttpRequest) -> HttpResponse:
     if request.method == "DELETE":
         return JsonResponse({"deleted": services.contractdrift_delete()})
     if request.method == "POST":
-        body = _json_body(request, empty=b"{}")
-        if isinstance(body, JsonResponse):
-            return body
-        fields = _drift_fields_or_error(body)
-        if isinstance(fields, JsonResponse):
-            return fields
-        try:
-            drift = services.contractdrift_set(**fields)
-        except ValidationError as error:
-            return _validation_error(error, "invalid_drift")
-        return JsonResponse(_drift_payload(drift), status=201)
+        return _drift_write(request, drift_id=None)
     return JsonResponse(
         {
             "results": [_drift_payload(drift) for drift in selectors.contractdrift_list()],
@@ -798,17 +803,7 @@ def drift_detail(request: HttpRequest, drift_id: int) -> HttpResponse:
         return _not_found(f"no contract drift {drift_id}")
     if request.method == "GET":
         return JsonResponse(_drift_payload(drift))
-    body = _json_body(request, empty=b"{}")
-    if isinstance(body, JsonResponse):
-        return body
-    fields = _drift_fields_or_error(body)
-    if isinstance(fields, JsonResponse):
-        return fields
-    try:
-        drift = services.contractdrift_set(drift_id=drift_id, **fields)
-    except ValidationError as error:
-        return _validation_error(error, "invalid_drift")
-    return JsonResponse(_drift_payload(drift))
+    return _drift_write(request, drift_id=drift_id)
 
 
 @allow_methods("GET")
