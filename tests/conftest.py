@@ -73,13 +73,17 @@ def sandbox_fault_cache_fresh() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def runtime_policy_cache_fresh() -> Iterator[None]:
-    """The compiled policy is cached per process for a second: a run in one test must
-    not apply the policy a previous test activated (rolled-back rows stay cached)."""
+    """The compiled policy and the running experiment are cached per process for a
+    second: a run in one test must not apply the policy a previous test activated, nor
+    join the experiment it started (rolled-back rows stay cached)."""
+    from policies.experiments import experiment_cache_clear
     from policies.selectors import runtime_policy_cache_clear
 
     runtime_policy_cache_clear()
+    experiment_cache_clear()
     yield
     runtime_policy_cache_clear()
+    experiment_cache_clear()
 
 
 @pytest.fixture
