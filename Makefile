@@ -39,8 +39,10 @@ run-local-llm: seed
 	bin/run-local-llm
 
 ## The whole suite against the local PostgreSQL and Redis (fails if either is down), in
-## random order (pytest-randomly), with branch coverage; then each core module must hold
-## its coverage floor (bench/coverage_gate.py, COVERAGE_FAIL_UNDER percent per module).
+## random order (pytest-randomly prints its seed at the top; `make test
+## PYTEST_ARGS=--randomly-seed=N` replays an order), with branch coverage; then each core
+## module must hold its coverage floor (bench/coverage_gate.py, COVERAGE_FAIL_UNDER
+## percent per module).
 ## The real-model tests run when bin/local-llm-install has been run, and say so when not.
 COVERAGE_FAIL_UNDER ?= 95
 test: $(STAMP)
@@ -48,7 +50,7 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy agents traces policies reviews bench
 	mkdir -p var
-	$(VENV)/bin/pytest -p no:randomly --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
 	COVERAGE_FAIL_UNDER=$(COVERAGE_FAIL_UNDER) $(PY) bench/coverage_gate.py var/coverage.json
 
 lint: $(STAMP)

@@ -4,8 +4,8 @@ Paths, path parameters and methods come from ``sandbox.urls`` (the ``allow_metho
 decorator records each view's methods); what a route cannot say (an operation id, a
 summary, query parameters, a request body) comes from ``OPERATIONS``, keyed by route
 name. A public route missing from ``OPERATIONS`` is an error, so the document cannot drift
-from the routes silently. The fault-injection routes are operator controls, not shop API,
-and are left out.
+from the routes silently. The fault-injection and contract-drift routes are operator
+controls, not shop API, and are left out.
 """
 
 from __future__ import annotations

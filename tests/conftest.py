@@ -73,18 +73,43 @@ def sandbox_fault_cache_fresh() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def runtime_policy_cache_fresh() -> Iterator[None]:
-    """The compiled policy is cached per process for a second: a run in one test must
-    not apply the policy a previous test activated (rolled-back rows stay cached)."""
+    """The compiled policy and the running experiment are cached per process for a
+    second: a run in one test must not apply the policy a previous test activated, nor
+    join the experiment it started (rolled-back rows stay cached)."""
+    from policies.experiments import experiment_cache_clear
     from policies.selectors import runtime_policy_cache_clear
 
     runtime_policy_cache_clear()
+    experiment_cache_clear()
     yield
     runtime_policy_cache_clear()
+    experiment_cache_clear()
+
+
+@pytest.fixture(scope="session")
+def _llm_probe_cache_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("llm-probe") / "llm-structured-output.json"
+
+
+@pytest.fixture(autouse=True)
+def llm_probe_cache_fresh(settings: Any, _llm_probe_cache_path: Path) -> Iterator[None]:
+    """The structured-output probe remembers a dialect per server, in this process and in
+    a file: a dialect one test's fake server answered must not decide another test's
+    requests, nor one run's file the next run's (test settings used a fixed /tmp path)."""
+    from agents.llm import structured
+
+    settings.LLM_STRUCTURED_OUTPUT_CACHE = str(_llm_probe_cache_path)
+    _llm_probe_cache_path.unlink(missing_ok=True)
+    structured._memory.clear()
+    yield
+    _llm_probe_cache_path.unlink(missing_ok=True)
+    structured._memory.clear()
 
 
 @pytest.fixture
 def error_rules(db: None) -> None:
-    """The default classifier rows (transactional tests flush the migration's rows)."""
+    """The default classifier rows. migration_rows_survive_flushes already puts them back
+    after a transactional test's flush; a test that needs them says so here."""
     from traces.classifier import errorrules_seed_defaults
 
     errorrules_seed_defaults()
@@ -116,7 +141,8 @@ def live_sandbox(live_server: Any, settings: Any) -> str:
 
 @pytest.fixture
 def roles(db: None) -> None:
-    """The role groups (a transactional test may have flushed the migration's rows)."""
+    """The role groups, as reviews.roles defines them (migration_rows_survive_flushes
+    already puts them back after a transactional test's flush)."""
     from reviews.roles import roles_sync
 
     roles_sync()
@@ -151,6 +177,36 @@ def ops_user(roles: None, django_user_model: Any) -> Any:
 def admin_role_user(roles: None, django_user_model: Any) -> Any:
     """Like the demo admin: superuser and staff, the only role that opens /admin/."""
     return _role_member(django_user_model, "ada", "admin", is_staff=True, is_superuser=True)
+
+
+def _migration_rows_reseed(**_: Any) -> None:
+    from reviews.roles import roles_sync
+    from traces.classifier import errorrules_seed_defaults
+
+    errorrules_seed_defaults()
+    roles_sync()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def migration_rows_survive_flushes(django_db_setup: None) -> Iterator[None]:
+    """A transactional test ends by flushing every table, and with them the rows the data
+    migrations wrote (the classifier's rules, the role groups): whatever test runs next
+    would see an installation no `migrate` produces, so the suite would pass or fail
+    with its order. Django emits post_migrate after that flush (it recreates content
+    types and permissions then); this puts the migrations' rows back at the same moment.
+    Connected after the test database is migrated, so the migrations' own seeding is
+    what the first tests see (and `test_migration_seeds_the_default_table` checks)."""
+    from django.apps import apps
+    from django.db.models.signals import post_migrate
+
+    # Once per flush, after every app's permissions exist: the signal is sent once per app
+    # with models, in INSTALLED_APPS order.
+    last = [config for config in apps.get_app_configs() if config.models_module][-1]
+    post_migrate.connect(
+        _migration_rows_reseed, sender=last, dispatch_uid="tests.migration_rows_reseed"
+    )
+    yield
+    post_migrate.disconnect(dispatch_uid="tests.migration_rows_reseed")
 
 
 @pytest.fixture(scope="session", autouse=True)

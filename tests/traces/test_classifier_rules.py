@@ -46,7 +46,7 @@ def test_the_default_rules_are_seeded_into_an_empty_table_once() -> None:
 
 
 @pytest.mark.django_db
-def test_the_migration_gives_an_older_installation_the_503_rule_once() -> None:
+def test_the_migration_gives_an_older_installation_the_503_rule_once(error_rules: None) -> None:
     from importlib import import_module
 
     from django.apps import apps
