@@ -547,3 +547,43 @@ def test_a_run_ingested_over_otlp_is_not_replayed(failed_trace: Any, agent: Any)
     assert not passed
     assert detail.startswith("not replayed: the run was ingested over OTLP")
     assert not Trace.objects.filter(origin=Trace.Origin.REPLAY).exists()
+
+
+def test_a_pre_condition_whose_lookup_answers_no_json_leaves_the_call_as_it_was(
+    live_sandbox: str, small_shop: Any, failed_trace: Any, agent: Any
+) -> None:
+    from sandbox.services import faultrule_set
+
+    # a lookup endpoint answering an HTML page instead of JSON, and an inventory that is down
+    page = Tool.objects.create(
+        name="lookup_page",
+        description="Looks a sku up on a page.",
+        params_schema={"type": "object", "properties": {"query": {"type": "string"}}},
+        endpoint_template=live_sandbox.removesuffix("/sandbox/api") + "/accounts/login/",
+    )
+    page.allowed_agents.add(agent)
+    faultrule_set(endpoint="inventory", rate_500=1.0)
+    facts = _down(failed_trace, tool="check_inventory", action_input={"sku": "Blue Cap"})
+
+    passed, detail = _paired(_proposal("pre_condition", _pre(call="lookup_page")), facts)
+
+    assert not passed
+    assert detail.endswith(_counts(0, 0, 0, 0, "1"))
+
+
+def test_a_prompt_hint_whose_replayed_run_meets_its_error_again_fails(
+    failed_trace: Any, agent: Any, settings: Any
+) -> None:
+    settings.LLM_SIM_ERROR_RATES = {}
+    hint = {"text": "Quote the order id exactly.", "error_type": "RESOURCE_NOT_FOUND"}
+    with RecordingAPI(respond=lambda request: (404, {"error": "no such order"})) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        facts = _facts(failed_trace, status_code=404, error_type="RESOURCE_NOT_FOUND")
+        passed, detail = strategy_replay(proposal=_proposal("prompt_hint", hint), facts=facts)
+
+    replay = Trace.objects.get(origin=Trace.Origin.REPLAY)
+    assert not passed
+    assert detail.startswith(f"replay run {replay.pk}: ")
+    assert detail.endswith(", RESOURCE_NOT_FOUND again")
+    assert replay.steps.filter(error_type="RESOURCE_NOT_FOUND").exists()
+    assert api.requests
