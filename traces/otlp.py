@@ -23,16 +23,18 @@ from decimal import Decimal
 from functools import partial
 from typing import Any, cast
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Field, Max, Q, Sum
 from django.dispatch import Signal
+from django.utils import timezone
 from django.utils.text import slugify
 
+from traces.bulk import model_new, rows_copy
 from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_rules_load
 from traces.models import ErrorRule, ErrorType, Step, Trace
 from traces.recorder import step_data_redact
 from traces.redaction import redact_text
-from traces.rollups import rollups_record_runs, rollups_record_steps
+from traces.rollups import rollups_record, rollups_record_runs, rollups_record_steps
 
 logger = logging.getLogger(__name__)
 
@@ -437,6 +439,71 @@ def _trace_values(spans: list[SpanIn]) -> dict[str, Any]:
     }
 
 
+def _span_key(span: SpanIn) -> str:
+    return f"otel:{span.trace_id}:{span.span_id}"
+
+
+def _is_root(span: SpanIn) -> bool:
+    return span.operation in RUN_OPERATIONS and (
+        not span.parent_span_id or span.operation == "invoke_agent"
+    )
+
+
+def _trace_new(hex_id: str, group: list[SpanIn], *, agent_id: int, user_id: int | None) -> Trace:
+    trace_uuid = uuid.UUID(hex=hex_id)
+    return model_new(
+        Trace,
+        {
+            "id": trace_uuid,
+            "agent_id": agent_id,
+            "created_by_id": user_id,
+            "source": EXTERNAL_SOURCE,
+            "origin": Trace.Origin.EXTERNAL,
+            "status": Trace.Status.RUNNING,
+            "policy_bucket": trace_uuid.int % 100,
+            "started_at": _moment(min(s.start_ns for s in group)),
+            **_trace_values(group),
+        },
+    )
+
+
+def _steps_new(
+    trace: Trace,
+    fresh: list[SpanIn],
+    *,
+    number: int,
+    failed_before: bool,
+    rules: list[CompiledRule],
+) -> list[Step]:
+    """The Step rows of a trace's spans not stored yet, numbered on from ``number``."""
+    child_failed = failed_before or any(
+        s.failed for s in fresh if s.operation not in RUN_OPERATIONS
+    )
+    steps = []
+    for span in sorted(fresh, key=lambda s: (s.start_ns, s.end_ns)):
+        # A run span is the trace itself; it is a step only to carry a failure that no
+        # model or tool span explains.
+        if span.operation in RUN_OPERATIONS and (not span.failed or child_failed):
+            continue
+        number += 1
+        fields = step_data_redact(span_step_fields(span, rules))
+        steps.append(
+            model_new(
+                Step,
+                {
+                    "trace_id": trace.pk,
+                    "step_number": number,
+                    "idempotency_key": _span_key(span),
+                    "started_at": _moment(span.start_ns),
+                    "created_at": _moment(span.end_ns),
+                    "cost_usd": Decimal(0),
+                    **fields,
+                },
+            )
+        )
+    return steps
+
+
 def otlp_spans_ingest(
     spans: list[SpanIn], *, user_id: int | None, rules: list[CompiledRule] | None = None
 ) -> IngestResult:
@@ -446,6 +513,10 @@ def otlp_spans_ingest(
     A trace is terminal after every request that touched it (its totals and status recomputed)
     so the stuck-run sweeper never mistakes it for a native run to execute; its run is
     counted in the rollups and handed to Reflexion once, when its root span arrives.
+
+    Traces this request starts (the usual case: an exporter sends a trace's spans together)
+    are settled from the spans in hand and written with ``COPY``; traces an earlier request
+    started are locked, and their steps numbered on and totals recomputed from the store.
     """
     result = IngestResult()
     genai = [s for s in spans if s.operation]
@@ -457,95 +528,15 @@ def otlp_spans_ingest(
     for span in genai:
         by_trace[span.trace_id].append(span)
     agent_of = _agent_ids({_agent_name(group) for group in by_trace.values()})
-    with transaction.atomic():
-        new_traces = []
-        for hex_id, group in by_trace.items():
-            trace_uuid = uuid.UUID(hex=hex_id)
-            new_traces.append(
-                Trace(
-                    id=trace_uuid,
-                    agent_id=agent_of[_agent_name(group)],
-                    created_by_id=user_id,
-                    source=EXTERNAL_SOURCE,
-                    origin=Trace.Origin.EXTERNAL,
-                    status=Trace.Status.RUNNING,
-                    policy_bucket=trace_uuid.int % 100,
-                    started_at=_moment(min(s.start_ns for s in group)),
-                    **_trace_values(group),
-                )
-            )
-        Trace.objects.bulk_create(new_traces, ignore_conflicts=True)
-        traces = {
-            t.pk.hex: t
-            for t in Trace.objects.select_for_update().filter(pk__in=[t.pk for t in new_traces])
-        }
-        keys = {f"otel:{s.trace_id}:{s.span_id}": s for s in genai}
-        stored = set(
-            Step.objects.filter(idempotency_key__in=list(keys)).values_list(
-                "idempotency_key", flat=True
-            )
-        )
-        result.duplicates = len(stored)
-        last = dict(
-            Step.objects.filter(trace_id__in=[t.pk for t in traces.values()])
-            .values("trace_id")
-            .annotate(last=Max("step_number"))
-            .values_list("trace_id", "last")
-        )
-        failed_before = set(
-            Step.objects.filter(trace_id__in=[t.pk for t in traces.values()], ok=False)
-            .values_list("trace_id", flat=True)
-            .distinct()
-        )
-        steps: list[Step] = []
-        roots: dict[str, SpanIn] = {}
-        for hex_id, group in by_trace.items():
-            trace = traces[hex_id]
-            number = last.get(trace.pk) or 0
-            fresh = [s for s in group if f"otel:{s.trace_id}:{s.span_id}" not in stored]
-            for span in fresh:
-                if span.operation in RUN_OPERATIONS and (
-                    not span.parent_span_id or span.operation == "invoke_agent"
-                ):
-                    roots.setdefault(hex_id, span)
-            child_failed = trace.pk in failed_before or any(
-                s.failed for s in fresh if s.operation not in RUN_OPERATIONS
-            )
-            for span in sorted(fresh, key=lambda s: (s.start_ns, s.end_ns)):
-                # A run span is the trace itself; it is a step only to carry a failure that
-                # no model or tool span explains.
-                if span.operation in RUN_OPERATIONS and (not span.failed or child_failed):
-                    continue
-                number += 1
-                fields = step_data_redact(span_step_fields(span, rules))
-                steps.append(
-                    Step(
-                        trace_id=trace.pk,
-                        step_number=number,
-                        idempotency_key=f"otel:{span.trace_id}:{span.span_id}",
-                        started_at=_moment(span.start_ns),
-                        created_at=_moment(span.end_ns),
-                        cost_usd=Decimal(0),
-                        **fields,
-                    )
-                )
-        Step.objects.bulk_create(steps)
-        rollups_record_steps(steps=steps)
-        result.accepted = len(steps)
-        for hex_id, trace in traces.items():
-            root = roots.get(hex_id)
-            if root is not None:
-                # Spans are exported as they end, children first: the run span names the
-                # query and the agent, whatever an earlier request guessed.
-                group = by_trace[hex_id]
-                trace.agent_id = agent_of[_agent_name(group)]
-                values = _trace_values(group)
-                trace.query, trace.query_hash = values["query"], values["query_hash"]
-                trace.session_id = values["session_id"]
-        ended = _traces_settle(traces, roots)
-        result.trace_ids = [str(t.pk) for t in traces.values()]
-        if ended:
-            transaction.on_commit(partial(_runs_ended, ended))
+    try:
+        with transaction.atomic():
+            _spans_store(by_trace, agent_of, user_id, rules, result, optimistic=True)
+    except IntegrityError:
+        # A concurrent request stored some of these traces or spans between the read and
+        # the COPY: once more, reading what is there.
+        result = IngestResult(rejected=result.rejected)
+        with transaction.atomic():
+            _spans_store(by_trace, agent_of, user_id, rules, result, optimistic=False)
     logger.info(
         "otlp.ingested",
         extra={
@@ -556,6 +547,139 @@ def otlp_spans_ingest(
         },
     )
     return result
+
+
+def _spans_store(
+    by_trace: dict[str, list[SpanIn]],
+    agent_of: dict[str, int],
+    user_id: int | None,
+    rules: list[CompiledRule],
+    result: IngestResult,
+    *,
+    optimistic: bool,
+) -> None:
+    """Store the spans, by trace, inside the caller's transaction. ``optimistic``: traces
+    not found are taken to be new and written with ``COPY`` (a concurrent writer makes it
+    fail with ``IntegrityError``); otherwise they are created if missing and locked."""
+    ids = [uuid.UUID(hex=hex_id) for hex_id in by_trace]
+    if optimistic:
+        stored = _traces_stored(ids)
+        new = {h: g for h, g in by_trace.items() if h not in stored}
+    else:
+        Trace.objects.bulk_create(
+            [
+                _trace_new(h, g, agent_id=agent_of[_agent_name(g)], user_id=user_id)
+                for h, g in by_trace.items()
+            ],
+            ignore_conflicts=True,
+        )
+        new = {}
+    ended = _new_traces_store(new, agent_of, user_id, rules, result) if new else []
+    old = {h: g for h, g in by_trace.items() if h not in new}
+    if old:
+        known = _traces_lock([uuid.UUID(hex=h) for h in old])
+        ended += _known_traces_store(old, known, agent_of, rules, result)
+    result.trace_ids = [str(trace_id) for trace_id in ids]
+    if ended:
+        transaction.on_commit(partial(_runs_ended, ended))
+
+
+def _traces_stored(ids: list[uuid.UUID]) -> set[str]:
+    """The hex ids of the traces among ``ids`` already stored (not locked)."""
+    if connection.vendor != "postgresql":
+        return {pk.hex for pk in Trace.objects.filter(pk__in=ids).values_list("pk", flat=True)}
+    with connection.cursor() as cursor:
+        # One array parameter: the statement text stays the same, whatever the count.
+        cursor.execute(f"SELECT id FROM {Trace._meta.db_table} WHERE id = ANY(%s)", [ids])
+        return {row[0].hex for row in cursor.fetchall()}
+
+
+def _traces_lock(ids: list[uuid.UUID]) -> dict[str, Trace]:
+    """The stored traces among ``ids``, locked for this transaction, by hex id."""
+    return {t.pk.hex: t for t in Trace.objects.select_for_update().filter(pk__in=ids)}
+
+
+def _new_traces_store(
+    groups: dict[str, list[SpanIn]],
+    agent_of: dict[str, int],
+    user_id: int | None,
+    rules: list[CompiledRule],
+    result: IngestResult,
+) -> list[str]:
+    """Store traces no request has started: settled from their spans, with no reads."""
+    now = timezone.now()
+    traces: list[Trace] = []
+    steps: list[Step] = []
+    ended: list[tuple[Trace, int, int]] = []
+    for hex_id, group in groups.items():
+        trace = _trace_new(hex_id, group, agent_id=agent_of[_agent_name(group)], user_id=user_id)
+        trace.created_at = now
+        fresh = list({_span_key(s): s for s in group}.values())  # a span sent twice
+        result.duplicates += len(group) - len(fresh)
+        own = _steps_new(trace, fresh, number=0, failed_before=False, rules=rules)
+        root = next((s for s in fresh if _is_root(s)), None)
+        totals = _totals_of(own)
+        if _trace_settle(trace, root, totals):
+            ended.append((trace, totals["failed"], totals["action_steps"]))
+        traces.append(trace)
+        steps += own
+    rows_copy(Trace, traces)
+    rows_copy(Step, steps)
+    rollups_record(steps=steps, traces=traces, runs=ended)
+    result.accepted += len(steps)
+    return [str(trace.pk) for trace, _, _ in ended]
+
+
+def _known_traces_store(
+    groups: dict[str, list[SpanIn]],
+    traces: dict[str, Trace],
+    agent_of: dict[str, int],
+    rules: list[CompiledRule],
+    result: IngestResult,
+) -> list[str]:
+    """Store the spans of traces an earlier request started (locked by the caller)."""
+    ids = [t.pk for t in traces.values()]
+    keys = [_span_key(s) for group in groups.values() for s in group]
+    stored = set(
+        Step.objects.filter(idempotency_key__in=keys).values_list("idempotency_key", flat=True)
+    )
+    last = dict(
+        Step.objects.filter(trace_id__in=ids)
+        .values("trace_id")
+        .annotate(last=Max("step_number"))
+        .values_list("trace_id", "last")
+    )
+    failed_before = set(
+        Step.objects.filter(trace_id__in=ids, ok=False)
+        .values_list("trace_id", flat=True)
+        .distinct()
+    )
+    steps: list[Step] = []
+    roots: dict[str, SpanIn] = {}
+    for hex_id, group in groups.items():
+        trace = traces[hex_id]
+        fresh = list({_span_key(s): s for s in group if _span_key(s) not in stored}.values())
+        result.duplicates += len(group) - len(fresh)
+        root = next((s for s in fresh if _is_root(s)), None)
+        if root is not None:
+            roots[hex_id] = root
+            # Spans are exported as they end, children first: the run span names the
+            # query and the agent, whatever an earlier request guessed.
+            trace.agent_id = agent_of[_agent_name(group)]
+            values = _trace_values(group)
+            trace.query, trace.query_hash = values["query"], values["query_hash"]
+            trace.session_id = values["session_id"]
+        steps += _steps_new(
+            trace,
+            fresh,
+            number=last.get(trace.pk) or 0,
+            failed_before=trace.pk in failed_before,
+            rules=rules,
+        )
+    Step.objects.bulk_create(steps)
+    rollups_record_steps(steps=steps)
+    result.accepted += len(steps)
+    return _traces_settle(traces, roots)
 
 
 _SETTLED_FIELDS = [
@@ -575,9 +699,51 @@ _SETTLED_FIELDS = [
 ]
 
 
+def _totals_of(steps: list[Step]) -> dict[str, Any]:
+    """A trace's totals from all of its steps in hand (as ``_traces_settle`` reads them)."""
+    failed = [s for s in steps if not s.ok]
+    actions = [s for s in steps if s.phase == Step.Phase.ACTION]
+    return {
+        "steps": len(steps),
+        "latency": sum(s.latency_ms for s in steps),
+        "prompt": sum(s.prompt_tokens for s in steps),
+        "completion": sum(s.completion_tokens for s in steps),
+        "failed": len(failed),
+        "tool_successes": sum(1 for s in actions if s.ok),
+        "action_steps": len(actions),
+        "first_error": next((s.error_type for s in failed if s.error_type), ""),
+    }
+
+
+def _trace_settle(trace: Trace, root: SpanIn | None, totals: dict[str, Any]) -> bool:
+    """Set a trace's status, outcome and totals; True when its run has just ended (its
+    root span arrived for the first time)."""
+    failed = bool(totals.get("failed")) or (root is not None and root.failed)
+    trace.status = Trace.Status.FAILED if failed else Trace.Status.FINISHED
+    if failed:
+        trace.outcome = Trace.Outcome.FAILED
+    elif totals.get("tool_successes"):
+        trace.outcome = Trace.Outcome.ANSWERED_FROM_DATA
+    else:
+        trace.outcome = Trace.Outcome.ANSWERED_WITHOUT_DATA
+    trace.error_type = totals.get("first_error") or ""
+    trace.total_steps = totals.get("steps") or 0
+    trace.failed_steps = totals.get("failed") or 0
+    trace.total_latency_ms = (
+        _int((root.end_ns - root.start_ns) // 1_000_000) if root else totals.get("latency") or 0
+    )
+    trace.total_tokens = (totals.get("prompt") or 0) + (totals.get("completion") or 0)
+    if root is None:
+        return False
+    just_ended = trace.finished_at is None
+    trace.finished_at = _moment(root.end_ns)
+    trace.final_answer = redact_text(_messages_text(root.attributes.get("gen_ai.output.messages")))
+    return just_ended
+
+
 def _traces_settle(traces: dict[str, Trace], roots: dict[str, SpanIn]) -> list[str]:
-    """Recompute the traces' status and totals in a few statements; return the ids of the
-    runs that have just ended (their root span arrived for the first time)."""
+    """Recompute stored traces' status and totals in a few statements; return the ids of
+    the runs that have just ended."""
     ids = [t.pk for t in traces.values()]
     totals = {
         row["trace_id"]: row
@@ -593,49 +759,29 @@ def _traces_settle(traces: dict[str, Trace], roots: dict[str, SpanIn]) -> list[s
             action_steps=Count("id", filter=Q(phase=Step.Phase.ACTION)),
         )
     }
-    first_errors: dict[Any, str] = {}
     for trace_id, error_type in (
         Step.objects.filter(trace_id__in=ids, ok=False)
         .exclude(error_type="")
         .order_by("trace_id", "step_number")
         .values_list("trace_id", "error_type")
     ):
-        first_errors.setdefault(trace_id, error_type)
+        totals.setdefault(trace_id, {}).setdefault("first_error", error_type)
     ended: list[tuple[Trace, int, int]] = []
     for hex_id, trace in traces.items():
-        root = roots.get(hex_id)
         row = totals.get(trace.pk) or {}
-        failed = bool(row.get("failed")) or (root is not None and root.failed)
-        trace.status = Trace.Status.FAILED if failed else Trace.Status.FINISHED
-        if failed:
-            trace.outcome = Trace.Outcome.FAILED
-        elif row.get("tool_successes"):
-            trace.outcome = Trace.Outcome.ANSWERED_FROM_DATA
-        else:
-            trace.outcome = Trace.Outcome.ANSWERED_WITHOUT_DATA
-        trace.error_type = first_errors.get(trace.pk, "")
-        trace.total_steps = row.get("steps") or 0
-        trace.failed_steps = row.get("failed") or 0
-        trace.total_latency_ms = (
-            _int((root.end_ns - root.start_ns) // 1_000_000) if root else row.get("latency") or 0
-        )
-        trace.total_tokens = (row.get("prompt") or 0) + (row.get("completion") or 0)
-        if root is not None:
-            if trace.finished_at is None:
-                ended.append((trace, row.get("failed") or 0, row.get("action_steps") or 0))
-            trace.finished_at = _moment(root.end_ns)
-            trace.final_answer = redact_text(
-                _messages_text(root.attributes.get("gen_ai.output.messages"))
-            )
+        if _trace_settle(trace, roots.get(hex_id), row):
+            ended.append((trace, row.get("failed") or 0, row.get("action_steps") or 0))
     # One pipelined statement per trace: bulk_update's CASE expressions cost more CPU to
     # build than the whole rest of the request.
     fields = [cast(Field, Trace._meta.get_field(name)) for name in _SETTLED_FIELDS]
+    pk = cast(Field, Trace._meta.pk)
     assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
     with connection.cursor() as cursor:
         cursor.executemany(
             f"UPDATE {Trace._meta.db_table} SET {assignments} WHERE id = %s",
             [
-                [f.get_db_prep_save(getattr(t, f.attname), connection) for f in fields] + [t.pk]
+                [f.get_db_prep_save(getattr(t, f.attname), connection) for f in fields]
+                + [pk.get_db_prep_value(t.pk, connection)]  # SQLite keeps UUIDs as hex text
                 for t in traces.values()
             ],
         )

@@ -22,11 +22,14 @@ This is the lowest layer: it imports nothing of the project, so that ``traces``,
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
 from collections.abc import Iterable
 from typing import Any
+
+from django.conf import settings
 
 REDACTED = "[REDACTED]"
 
@@ -112,6 +115,10 @@ _FAMILIES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
         ),
     ),
 )
+# One search for every family's triggers: most text has none, and is done with after it.
+_ANY_TRIGGER = re.compile(
+    "|".join(re.escape(trigger) for triggers, _ in _FAMILIES for trigger in triggers)
+)
 _CARD_CANDIDATE = re.compile(r"[2-6]\d(?:[ -]?\d){11,17}")
 
 _known_lock = threading.Lock()
@@ -130,8 +137,11 @@ def secret_register(value: str | None) -> None:
 
 def secret_key_name(key: object) -> bool:
     """True when a mapping key names a secret (``password``, ``apiKey``, ``X-Api-Key``)."""
-    if not isinstance(key, str):
-        return False
+    return isinstance(key, str) and _secret_key_name(key)
+
+
+@functools.lru_cache(maxsize=4096)  # the same few keys come back in every step
+def _secret_key_name(key: str) -> bool:
     normalised = _KEY_SEPARATORS.sub("_", _CAMEL_BOUNDARY.sub("_", key.strip())).lower()
     return bool(_SECRET_KEY.search(normalised))
 
@@ -140,13 +150,18 @@ def redact_text(text: str, *, extra_secrets: Iterable[str] = ()) -> str:
     """``text`` with every known secret and secret-looking value replaced by [REDACTED]."""
     if not text:
         return text
-    for secret in _known_secrets(extra_secrets):
+    return _redact_text(text, _known_secrets(extra_secrets))
+
+
+def _redact_text(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
     lowered = text.lower()
-    for triggers, pattern in _FAMILIES:
-        if any(trigger in lowered for trigger in triggers):
-            text = pattern.sub(_replace, text)
+    if _ANY_TRIGGER.search(lowered):
+        for triggers, pattern in _FAMILIES:
+            if any(trigger in lowered for trigger in triggers):
+                text = pattern.sub(_replace, text)
     return _CARD_CANDIDATE.sub(_replace_card, text)
 
 
@@ -162,18 +177,21 @@ def redact_known_secrets(text: str) -> str:
 
 def redact_value(value: Any, *, extra_secrets: Iterable[str] = ()) -> Any:
     """A copy of a JSON-like value with secrets redacted from keys' values and all text."""
-    extra = tuple(extra_secrets)
+    return _redact_value(value, _known_secrets(extra_secrets))
+
+
+def _redact_value(value: Any, secrets: list[str]) -> Any:
     if isinstance(value, str):
-        return redact_text(value, extra_secrets=extra)
+        return _redact_text(value, secrets) if value else value
     if isinstance(value, dict):
         return {
             key: REDACTED
             if secret_key_name(key) and item not in (None, "")
-            else redact_value(item, extra_secrets=extra)
+            else _redact_value(item, secrets)
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):
-        return [redact_value(item, extra_secrets=extra) for item in value]
+        return [_redact_value(item, secrets) for item in value]
     return value
 
 
@@ -211,17 +229,25 @@ def _luhn_valid(candidate: str) -> bool:
     return total % 10 == 0
 
 
-def _known_secrets(extra_secrets: Iterable[str]) -> list[str]:
-    from django.conf import settings
+_secrets_cache: tuple[tuple[Any, ...], list[str]] | None = None
 
-    secrets = set(_registered)
-    if settings.configured:
-        secrets.add(getattr(settings, "LLM_API_KEY", "") or "")
-    secrets.update(extra_secrets)
+
+def _known_secrets(extra_secrets: Iterable[str]) -> list[str]:
+    global _secrets_cache
+    llm_key = (getattr(settings, "LLM_API_KEY", "") or "") if settings.configured else ""
+    extra = tuple(extra_secrets)
+    # Secrets are only ever added, so their count tells whether the cached list is current.
+    key = (len(_registered), llm_key, extra)
+    cached = _secrets_cache
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    secrets = {*_registered, llm_key, *extra}
     # Longest first, so that a secret containing another is replaced whole.
-    return sorted(
+    found = sorted(
         (s for s in secrets if s and len(s) >= MIN_KNOWN_SECRET_LENGTH), key=len, reverse=True
     )
+    _secrets_cache = (key, found)
+    return found
 
 
 # Attributes every LogRecord has; anything else came in through ``extra=``.

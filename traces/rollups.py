@@ -9,6 +9,8 @@ period from the store with the same row builder, for backfills and repairs.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import re
 import threading
@@ -60,6 +62,7 @@ def bucket_band_range(band: int) -> tuple[int, int]:
     return band, high
 
 
+@functools.lru_cache(maxsize=4096)  # the same endpoints, step after step
 def endpoint_label(endpoint: str) -> str:
     """Host and path with every id-like segment (one holding a digit) as ``{id}``.
 
@@ -212,6 +215,35 @@ def _add(rows: dict[RollupKey, Counters], key: RollupKey, counts: tuple[Any, ...
             current[index] += value
 
 
+@functools.cache
+def _recordset_upsert_sql(model: Any) -> str:
+    """``INSERT ... SELECT FROM jsonb_to_recordset(%s) ... ON CONFLICT DO UPDATE`` (PostgreSQL)."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    names = [*model.KEY, *model.COUNTERS]
+    columns = ", ".join(quote(name) for name in names)
+    record = ", ".join(
+        f"{quote(name)} {model._meta.get_field(name).db_type(connection)}" for name in names
+    )
+    updates = ", ".join(
+        f"{quote(name)} = {table}.{quote(name)} + EXCLUDED.{quote(name)}" for name in model.COUNTERS
+    )
+    keys = ", ".join(quote(name) for name in model.KEY)
+    return (
+        f"INSERT INTO {table} ({columns}) SELECT {columns} "
+        f"FROM jsonb_to_recordset(%s::jsonb) AS r({record}) "
+        f"ON CONFLICT ({keys}) DO UPDATE SET {updates}"
+    )
+
+
+def _rows_json(model: Any, ordered: list[tuple[RollupKey, Counters]]) -> str:
+    """The rows as a JSON array of records (datetimes and decimals as their text)."""
+    names = (*model.KEY, *model.COUNTERS)
+    return json.dumps(
+        [dict(zip(names, (*key, *counts), strict=True)) for key, counts in ordered], default=str
+    )
+
+
 def _upserts(model: Any, rows: dict[RollupKey, Counters]) -> list[tuple[str, list[Any]]]:
     """The ``INSERT ... ON CONFLICT DO UPDATE SET n = n + excluded.n`` statements for rows."""
     quote = connection.ops.quote_name
@@ -225,6 +257,11 @@ def _upserts(model: Any, rows: dict[RollupKey, Counters]) -> list[tuple[str, lis
     # One lock order for every writer: concurrent batches touching the same rows queue
     # behind each other instead of deadlocking.
     ordered = sorted(rows.items(), key=lambda item: tuple(str(part) for part in item[0]))
+    if connection.vendor == "postgresql" and ordered:
+        # The rows as one JSON parameter: the statement text is the same whatever the
+        # number of rows, so psycopg parses it once (it re-parses, character by
+        # character, any statement longer than 4 KB or with more than 50 parameters).
+        return [(_recordset_upsert_sql(model), [_rows_json(model, ordered)])]
     statements = []
     for start in range(0, len(ordered), _ROWS_PER_STATEMENT):
         chunk = ordered[start : start + _ROWS_PER_STATEMENT]
@@ -286,29 +323,10 @@ def _dims_of(trace_ids: set[str]) -> dict[str, TraceDims]:
     return found
 
 
-def rollups_record_steps(*, steps: Iterable[Step]) -> None:
-    """Count freshly inserted steps; call in the transaction that inserted them."""
-    steps = list(steps)
-    if not steps:
-        return
-    # The recorder hands trace ids as strings, the ORM as UUIDs.
-    dims = _dims_of({str(step.trace_id) for step in steps})
-    acc = RollupAccumulator()
-    for step in steps:
-        acc.add_step(
-            created_at=step.created_at,
-            dims=dims[str(step.trace_id)],
-            tool_name=step.tool_name,
-            endpoint=step.endpoint,
-            error_type=step.error_type,
-            ok=step.ok,
-            phase=step.phase,
-            action_type=step.action_type,
-            latency_ms=step.latency_ms,
-            tokens=step.prompt_tokens + step.completion_tokens,
-            cost_usd=Decimal(step.cost_usd),
-        )
-    acc.save()
+def rollups_record_steps(*, steps: Iterable[Step], traces: Iterable[Trace] = ()) -> None:
+    """Count freshly inserted steps; call in the transaction that inserted them. ``traces``
+    in hand (just created, say) spare reading their dimensions."""
+    rollups_record(steps=steps, traces=traces)
 
 
 def rollups_record_run(*, trace: Trace, failed_steps: int, action_steps: int) -> None:
@@ -318,7 +336,40 @@ def rollups_record_run(*, trace: Trace, failed_steps: int, action_steps: int) ->
 
 def rollups_record_runs(*, runs: Iterable[tuple[Trace, int, int]]) -> None:
     """Count runs that just ended, as (trace, failed steps, action steps), in one upsert."""
+    rollups_record(runs=runs)
+
+
+def rollups_record(
+    *,
+    steps: Iterable[Step] = (),
+    traces: Iterable[Trace] = (),
+    runs: Iterable[tuple[Trace, int, int]] = (),
+) -> None:
+    """Count freshly inserted steps and runs that just ended (as (trace, failed steps,
+    action steps)) in one statement; call in the transaction that wrote them."""
     acc = RollupAccumulator()
+    steps = list(steps)
+    if steps:
+        # The recorder hands trace ids as strings, the ORM as UUIDs.
+        known = {
+            str(t.pk): _trace_dims(t.origin, t.agent_id, t.policy_version, t.policy_bucket)
+            for t in traces
+        }
+        dims = known | _dims_of({str(step.trace_id) for step in steps} - known.keys())
+        for step in steps:
+            acc.add_step(
+                created_at=step.created_at,
+                dims=dims[str(step.trace_id)],
+                tool_name=step.tool_name,
+                endpoint=step.endpoint,
+                error_type=step.error_type,
+                ok=step.ok,
+                phase=step.phase,
+                action_type=step.action_type,
+                latency_ms=step.latency_ms,
+                tokens=step.prompt_tokens + step.completion_tokens,
+                cost_usd=Decimal(step.cost_usd),
+            )
     for trace, failed_steps, action_steps in runs:
         assert trace.finished_at is not None
         acc.add_run(

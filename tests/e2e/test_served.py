@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -41,6 +42,72 @@ def test_a_run_posted_with_a_token_ends_terminal_with_its_steps(served: ServedAp
 def test_a_request_without_credentials_is_refused(served: ServedApp) -> None:
     status, _ = served.request("POST", "/api/runs/", body={"query": "hi"})
     assert status in (401, 403)
+
+
+def _otlp_body(trace_hex: str, spans: list[tuple[str, str, str, int]]) -> dict:
+    """OTLP/JSON with GenAI spans (span id, parent id, operation, HTTP status or 0)."""
+
+    def attr(key: str, value: str | int) -> dict:
+        kind = "intValue" if isinstance(value, int) else "stringValue"
+        return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
+
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [attr("service.name", "served-otel-agent")]},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": trace_hex,
+                                "spanId": span_id,
+                                "parentSpanId": parent,
+                                "name": operation,
+                                "startTimeUnixNano": "1700000000000000000",
+                                "endTimeUnixNano": "1700000001000000000",
+                                "attributes": [attr("gen_ai.operation.name", operation)]
+                                + (
+                                    [
+                                        attr("gen_ai.tool.name", "get_order"),
+                                        attr("http.response.status_code", status),
+                                    ]
+                                    if status
+                                    else []
+                                ),
+                                "status": {"code": 2 if status >= 400 else 0},
+                            }
+                            for span_id, parent, operation, status in spans
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+
+
+def test_otlp_spans_sent_in_pieces_and_resent_make_one_classified_trace(
+    served: ServedApp,
+) -> None:
+    # given an ops token, and a trace exported in two requests, children first
+    token = served.api_token("ops")
+    trace_hex = uuid.uuid4().hex
+    children = [("00000000000000b2", "00000000000000b1", "execute_tool", 404)]
+    root = [("00000000000000b1", "", "invoke_agent", 0)]
+    for spans in (children, children, root, root):  # each request sent twice (a retry)
+        status, body = served.request(
+            "POST", "/otlp/v1/traces", token=token, body=_otlp_body(trace_hex, spans)
+        )
+        assert status == 200, (body, served.log_tail())
+    # then the served shape (SQLite embedded, PostgreSQL in production) holds one trace
+    trace_id = str(uuid.UUID(hex=trace_hex))
+    status, body = served.request("GET", f"/api/traces/{trace_id}/", token=token)
+    assert status == 200, body
+    trace = json.loads(body)
+    assert (trace["status"], trace["error_type"], trace["total_steps"]) == (
+        "failed",
+        "RESOURCE_NOT_FOUND",
+        1,
+    )
 
 
 LEAKS = (

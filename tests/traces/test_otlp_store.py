@@ -1,0 +1,154 @@
+"""How ingested spans are stored: a trace sent whole is settled from its spans and written
+with COPY; a trace sent in pieces is numbered on and settled from the store; both give the
+same rows. A concurrent writer that wins the race costs a retry, never a duplicate."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+
+from traces import otlp
+from traces.bulk import model_new, rows_copy
+from traces.models import Step, Trace
+from traces.otlp import STATUS_ERROR, SpanIn, otlp_spans_ingest
+
+T0 = 1_700_000_000_000_000_000
+
+
+def _spans(trace_hex: str, *, tool_status: int = 404) -> list[SpanIn]:
+    """invoke_agent (root) -> chat, execute_tool (failing with ``tool_status``)."""
+
+    def span(span_id: str, operation: str, start: int, end: int, **attrs: Any) -> SpanIn:
+        failed = "error.type" in attrs
+        return SpanIn(
+            trace_id=trace_hex,
+            span_id=span_id,
+            parent_span_id="" if operation == "invoke_agent" else "00000000000000a1",
+            name=f"{operation} x",
+            start_ns=T0 + start * 1_000_000,
+            end_ns=T0 + end * 1_000_000,
+            status_code=STATUS_ERROR if failed else 0,
+            status_message="not found" if failed else "",
+            attributes={"gen_ai.operation.name": operation, **attrs},
+        )
+
+    return [
+        span("00000000000000a2", "chat", 10, 400, **{
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-x",
+            "gen_ai.usage.input_tokens": 300,
+            "gen_ai.usage.output_tokens": 40,
+        }),
+        span("00000000000000a3", "execute_tool", 410, 800, **{
+            "gen_ai.tool.name": "get_order",
+            "http.response.status_code": tool_status,
+            "error.type": str(tool_status),
+        }),
+        span("00000000000000a1", "invoke_agent", 0, 900, **{
+            "gen_ai.agent.name": "Store Bot",
+            "gen_ai.input.messages": "order 7?",
+        }),
+    ]  # fmt: skip
+
+
+SETTLED = [
+    "status",
+    "outcome",
+    "error_type",
+    "total_steps",
+    "failed_steps",
+    "total_latency_ms",
+    "total_tokens",
+    "finished_at",
+    "query",
+    "agent_id",
+]
+STEP_FIELDS = ["step_number", "phase", "tool_name", "ok", "error_type", "prompt_tokens"]
+
+
+def _stored(trace_hex: str) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    trace = Trace.objects.values(*SETTLED).get(pk=uuid.UUID(hex=trace_hex))
+    steps = list(
+        Step.objects.filter(trace_id=uuid.UUID(hex=trace_hex))
+        .order_by("step_number")
+        .values_list(*STEP_FIELDS)
+    )
+    return trace, steps
+
+
+def _runs_counted() -> int:
+    from traces.models import RunRollupHourly
+
+    return RunRollupHourly.objects.aggregate(n=Sum("runs"))["n"] or 0
+
+
+@pytest.mark.django_db
+def test_a_trace_sent_whole_and_one_sent_in_pieces_are_stored_alike(error_rules: None) -> None:
+    counted = _runs_counted()
+    whole, pieces = uuid.uuid4().hex, uuid.uuid4().hex
+    result = otlp_spans_ingest(_spans(whole), user_id=None)
+    assert (result.accepted, result.duplicates) == (2, 0)
+
+    children, root = _spans(pieces)[:2], _spans(pieces)[2:]
+    otlp_spans_ingest(children[:1], user_id=None)
+    running = Trace.objects.get(pk=uuid.UUID(hex=pieces))
+    # Terminal after each request (the stuck-run sweeper must not take it), not yet ended.
+    assert running.status == Trace.Status.FINISHED and running.finished_at is None
+    otlp_spans_ingest(children[1:], user_id=None)
+    assert _runs_counted() == counted + 1  # only the whole trace has ended so far
+    otlp_spans_ingest(root, user_id=None)
+
+    whole_trace, whole_steps = _stored(whole)
+    pieces_trace, pieces_steps = _stored(pieces)
+    assert whole_trace == pieces_trace
+    assert whole_steps == pieces_steps
+    assert whole_trace["status"] == Trace.Status.FAILED
+    assert whole_trace["error_type"] == "RESOURCE_NOT_FOUND"
+    assert (whole_trace["total_steps"], whole_trace["failed_steps"]) == (2, 1)
+    assert whole_trace["total_latency_ms"] == 900 and whole_trace["total_tokens"] == 340
+    assert [s[:2] for s in whole_steps] == [(1, Step.Phase.REASONING), (2, Step.Phase.ACTION)]
+    assert _runs_counted() == counted + 2  # each run counted once, when its root span arrived
+
+
+@pytest.mark.django_db
+def test_a_span_sent_twice_in_one_request_is_stored_once(error_rules: None) -> None:
+    trace_hex = uuid.uuid4().hex
+    spans = _spans(trace_hex)
+    result = otlp_spans_ingest([*spans, spans[1]], user_id=None)
+    assert (result.accepted, result.duplicates) == (2, 1)
+    assert Step.objects.filter(trace_id=uuid.UUID(hex=trace_hex)).count() == 2
+
+
+@pytest.mark.django_db
+def test_a_writer_that_wins_the_race_costs_a_retry_not_a_duplicate(
+    error_rules: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace_hex = uuid.uuid4().hex
+    otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    before = _stored(trace_hex)
+    # The race: another request commits the trace between this one's read and its COPY.
+    monkeypatch.setattr(otlp, "_traces_stored", lambda ids: set())
+    result = otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    assert (result.accepted, result.duplicates) == (0, 2)  # the root span is no step
+    assert result.trace_ids == [str(uuid.UUID(hex=trace_hex))]
+    assert _stored(trace_hex) == before
+
+
+@pytest.mark.django_db
+def test_rows_copy_raises_integrity_error_and_model_new_refuses_unknown_fields() -> None:
+    trace_hex = uuid.uuid4().hex
+    otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
+    number_one = {"trace_id": trace.pk, "step_number": 1, "started_at": trace.started_at}
+    again = model_new(Step, {**number_one, "phase": Step.Phase.REASONING})
+    with pytest.raises(IntegrityError), transaction.atomic():
+        rows_copy(Step, [again])
+    with pytest.raises(TypeError, match="Step has no field trace"):
+        model_new(Step, {"trace": trace})
+    first, second = model_new(Step, {}), model_new(Step, {})
+    assert first.details == {} and first.details is not second.details
+    assert first.action_type == Step.ActionType.NONE and first.ok is True
