@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages mutation clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +90,12 @@ BENCH_PAGES_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops_bench_pa
 bench-pages: secret-key
 	DATABASE_URL=$(BENCH_PAGES_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py migrate --noinput -v0
 	DATABASE_URL=$(BENCH_PAGES_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) manage.py bench_pages --steps 1000000
+
+## OTLP ingest against PostgreSQL COPY of the same rows (bench/otlp_ingest.py). Needs
+## PostgreSQL and a Redis database of its own (the production hand-off's queue is purged).
+BENCH_OTLP_REDIS_URL ?= redis://127.0.0.1:6379/15
+bench-otlp: secret-key
+	DATABASE_URL=$(BENCH_PG_DATABASE_URL) REDIS_URL=$(BENCH_OTLP_REDIS_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) -m bench.otlp_ingest --traces 500 --batch 100 --repeats 5
 
 ## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
 MUTATION_BUDGET_MINUTES ?= 120

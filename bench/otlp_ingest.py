@@ -1,14 +1,18 @@
 """OTLP ingest rate: the product's own path (protobuf decode, GenAI mapping, classification,
-redaction, idempotency check, Trace and Step rows, rollups) against PostgreSQL ``COPY`` of
-the very rows it wrote, side by side in the same run and database.
+redaction, idempotency check, Trace and Step rows, rollups, learning hand-off) against
+PostgreSQL ``COPY`` of the very rows it wrote, side by side in the same run and database.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/agentops_bench \\
+    REDIS_URL=redis://127.0.0.1:6379/15 \\
         .venv/bin/python -m bench.otlp_ingest [--traces 2000] [--batch 100] [--repeats 5]
 
-Each repeat ingests fresh traces (3 GenAI spans each: invoke_agent, chat, a failing
-execute_tool) in export-sized requests, reads the stored rows back, deletes them, and
-COPYs the same rows in again; the order of the two alternates between repeats. Rows are
-Trace plus Step rows. Writes bench/results/otlp-latest.{md,json}.
+(``make bench-otlp``.) Each repeat ingests fresh traces (3 GenAI spans each: invoke_agent,
+chat, a failing execute_tool) in export-sized requests, reads the stored rows back and
+deletes them; then, in an order that rotates between repeats, it ingests them again with
+the embedded hand-off (the learning work on a thread of this process) and with the
+production one (a Celery task to the Redis broker; needs ``REDIS_URL``, a database of its
+own: its queues are purged), and COPYs the same rows request by request and all at once.
+Rows are Trace plus Step rows. Writes bench/results/otlp-latest.{md,json}.
 """
 
 from __future__ import annotations
@@ -108,20 +112,38 @@ def _requests(traces: int, batch: int) -> list[bytes]:
     return bodies
 
 
-def _product(bodies: list[bytes], rules: Any) -> tuple[float, list[str]]:
+def _product(bodies: list[bytes], rules: Any, *, hand_off: str) -> tuple[float, list[str]]:
     """Ingest every request; return the seconds the exporter waited (decode through commit
-    and the learning hand-off) and the trace ids. The learning work handed off runs on the
-    background worker and is drained afterwards, timed on its own (``_learning``)."""
+    and the learning hand-off) and the trace ids.
+
+    ``hand_off="thread"``: the embedded shape's background thread takes the learning work,
+    in this process, during the measured ingest; it is drained afterwards and timed on its
+    own (``_learning``). ``hand_off="broker"``: the production shape's, one Celery task per
+    request sent to the Redis broker, for a worker elsewhere (purged, not run, here)."""
+    from django.test import override_settings
+
     from traces.otlp import otlp_spans_from_protobuf, otlp_spans_ingest
 
+    executor = "inprocess" if hand_off == "thread" else "celery"
     trace_ids: list[str] = []
-    began = time.perf_counter()
-    for body in bodies:
-        result = otlp_spans_ingest(otlp_spans_from_protobuf(body), user_id=None, rules=rules)
-        trace_ids += result.trace_ids
-    elapsed = time.perf_counter() - began
-    _learning.append(_learning_drain())
+    with override_settings(AGENT_EXECUTOR=executor):
+        began = time.perf_counter()
+        for body in bodies:
+            result = otlp_spans_ingest(otlp_spans_from_protobuf(body), user_id=None, rules=rules)
+            trace_ids += result.trace_ids
+        elapsed = time.perf_counter() - began
+    if hand_off == "thread":
+        _learning.append(_learning_drain())
+    else:
+        _broker_purge()
     return elapsed, trace_ids
+
+
+def _broker_purge() -> int:
+    """Drop the learning tasks the broker pass queued (no worker runs in the benchmark)."""
+    from config.celery import app
+
+    return app.control.purge()
 
 
 _learning: list[float] = []
@@ -190,31 +212,35 @@ def _delete(trace_ids: list[str]) -> None:
     Trace.objects.filter(pk__in=trace_ids).delete()
 
 
-PATHS = ("product", "copy_per_request", "copy_one_transaction")
+PATHS = ("product_thread", "product_broker", "copy_per_request", "copy_one_transaction")
 
 
-def bench_otlp_ingest(*, traces: int, batch: int, repeats: int) -> dict[str, Any]:
+def bench_otlp_ingest(
+    *, traces: int, batch: int, repeats: int, broker: bool = True
+) -> dict[str, Any]:
     from traces.classifier import error_rules_load, errorrules_seed_defaults
 
     errorrules_seed_defaults()
     rules = error_rules_load()
-    _product(_requests(batch, batch), rules)  # warm-up: imports, agent row, plans
+    _product(_requests(batch, batch), rules, hand_off="thread")  # warm-up: imports, plans
     _learning.clear()
-    rates: dict[str, list[float]] = {path: [] for path in PATHS}
+    paths = [p for p in PATHS if broker or p != "product_broker"]
+    rates: dict[str, list[float]] = {path: [] for path in paths}
     rows_per_repeat = 0
     for repeat in range(repeats):
         bodies = _requests(traces, batch)
         # The rows COPY writes are the product's own: a product pass makes them first.
-        _, ids = _product(bodies, rules)
+        _, ids = _product(bodies, rules, hand_off="thread")
+        _learning.pop()
         per_request = [_tables(ids[i : i + batch]) for i in range(0, len(ids), batch)]
         tables = _tables(ids)
         rows_per_repeat = sum(len(rows) for _, _, rows in tables)
         _delete(ids)
         # Each path in turn, the order rotating from one repeat to the next.
-        order = PATHS[repeat % 3 :] + PATHS[: repeat % 3]
-        for path in order:
-            if path == "product":
-                seconds, ids = _product(bodies, rules)
+        turn = repeat % len(paths)
+        for path in paths[turn:] + paths[:turn]:
+            if path.startswith("product_"):
+                seconds, ids = _product(bodies, rules, hand_off=path.removeprefix("product_"))
             elif path == "copy_per_request":
                 seconds = _copy_per_request(per_request)
             else:
@@ -222,22 +248,24 @@ def bench_otlp_ingest(*, traces: int, batch: int, repeats: int) -> dict[str, Any
             rates[path].append(rows_per_repeat / seconds)
             _delete(ids)
     medians = {path: statistics.median(values) for path, values in rates.items()}
-    return {
+    result: dict[str, Any] = {
         "traces_per_repeat": traces,
         "spans_per_repeat": traces * 3,
         "spans_per_request": batch * 3,
         "rows_per_repeat": rows_per_repeat,
         "repeats": repeats,
-        "product_rows_per_s": rates["product"],
-        "copy_per_request_rows_per_s": rates["copy_per_request"],
-        "copy_rows_per_s": rates["copy_one_transaction"],
-        "product_rows_per_s_median": medians["product"],
-        "copy_per_request_rows_per_s_median": medians["copy_per_request"],
-        "copy_rows_per_s_median": medians["copy_one_transaction"],
-        "ratio_product_to_copy_per_request": medians["product"] / medians["copy_per_request"],
-        "ratio_product_to_copy": medians["product"] / medians["copy_one_transaction"],
+        "paths": paths,
+        "rows_per_s": rates,
+        "rows_per_s_median": medians,
+        "ratios": {
+            f"{product}/{copy}": medians[product] / medians[copy]
+            for product in paths
+            if product.startswith("product_")
+            for copy in ("copy_per_request", "copy_one_transaction")
+        },
         "learning_drain_s": list(_learning),
     }
+    return result
 
 
 def report_write(result: dict[str, Any], *, command: str) -> list[Path]:
@@ -258,64 +286,55 @@ def report_write(result: dict[str, Any], *, command: str) -> list[Path]:
         **result,
     }
     r = result
-
-    def verdict(ratio: float) -> str:
-        return f"{ratio:.2f} (goal >= 0.50: {'met' if ratio >= 0.5 else 'NOT met'})"
-
-    def row(label: str, key: str) -> str:
-        each = ", ".join(f"{v:.0f}" for v in r[key])
-        return f"| {label} | {r[key + '_median']:.0f} | {each} |"
-
-    md = "\n".join(
-        [
-            "# OTLP ingest benchmark",
-            "",
-            f"- command: `{command}`",
-            f"- machine: {r['machine']['platform']}, {r['machine']['cpus']} CPUs, "
-            f"Python {r['machine']['python']}, {r['machine']['database']} (same host)",
-            f"- workload: {r['traces_per_repeat']} traces x 3 GenAI spans per repeat "
-            f"(invoke_agent, chat, a failing execute_tool), {r['spans_per_request']} spans per "
-            f"request, {r['rows_per_repeat']} rows (Trace + Step) per repeat, "
-            f"{r['repeats']} repeats, the order of the three paths rotating",
-            "",
-            "| path | rows/s (median) | each repeat |",
-            "|---|---|---|",
-            row(
-                "product: decode + map + classify + redact + dedupe + COPY + rollups, "
-                "one transaction per request",
-                "product_rows_per_s",
-            ),
-            row(
-                "PostgreSQL COPY of the same rows, one transaction per request (like for like)",
-                "copy_per_request_rows_per_s",
-            ),
-            row("PostgreSQL COPY of the same rows, all in one transaction", "copy_rows_per_s"),
-            "",
-            "Ratio product / COPY per request: "
-            + verdict(r["ratio_product_to_copy_per_request"])
-            + ". Ratio product / COPY in one transaction: "
-            + verdict(r["ratio_product_to_copy"])
-            + ".",
-            "",
-            "Learning-loop hand-off per ended run (strategy outcomes, Reflexion queueing): "
-            + (
-                "off (--no-learning)."
-                if "--no-learning" in command
-                else "on. The request hands the ended runs to a worker (one task per request; "
-                "embedded, the background thread) and does not wait for them; that thread "
-                "runs during the measured ingest, on the same 2 cores. Its remaining work "
-                "after the last request took "
-                + ", ".join(f"{v:.1f}" for v in r["learning_drain_s"])
-                + " s per product pass (drained before the rows are read back, not counted "
-                "in rows/s)."
-            ),
-            "",
-            "The product path is measured in-process from the protobuf body (no HTTP, no "
-            "token lookup); COPY moves the finished rows only, without the rollup upserts, "
-            "classification or idempotency reads the product does.",
-            "",
-        ]
-    )
+    labels = {
+        "product_thread": "product, embedded hand-off: the learning work on a background "
+        "thread of this process, during the ingest",
+        "product_broker": "product, production hand-off: one Celery task per request to "
+        "the Redis broker",
+        "copy_per_request": "PostgreSQL COPY of the same rows, one transaction per request "
+        "(like for like)",
+        "copy_one_transaction": "PostgreSQL COPY of the same rows, all in one transaction",
+    }
+    lines = [
+        "# OTLP ingest benchmark",
+        "",
+        f"- command: `{command}`",
+        f"- machine: {r['machine']['platform']}, {r['machine']['cpus']} CPUs, "
+        f"Python {r['machine']['python']}, {r['machine']['database']} (same host)",
+        f"- workload: {r['traces_per_repeat']} traces x 3 GenAI spans per repeat "
+        f"(invoke_agent, chat, a failing execute_tool), {r['spans_per_request']} spans per "
+        f"request, {r['rows_per_repeat']} rows (Trace + Step) per repeat, "
+        f"{r['repeats']} repeats, the order of the paths rotating",
+        "- one product pass: per request, decode the protobuf body, map the GenAI spans, "
+        "classify the failed ones, redact, check for spans already stored, write the Trace "
+        "and Step rows (COPY for traces the request starts), upsert the rollups, commit, "
+        "and hand the ended runs to the learning loop",
+        "",
+        "| path | rows/s (median) | each repeat |",
+        "|---|---|---|",
+    ]
+    for path in r["paths"]:
+        each = ", ".join(f"{v:.0f}" for v in r["rows_per_s"][path])
+        lines.append(f"| {labels[path]} | {r['rows_per_s_median'][path]:.0f} | {each} |")
+    lines += ["", "| ratio | value | goal >= 0.50 |", "|---|---|---|"]
+    for name, ratio in r["ratios"].items():
+        lines.append(f"| {name} | {ratio:.2f} | {'met' if ratio >= 0.5 else 'NOT met'} |")
+    lines += [
+        "",
+        "Learning work per product pass with the embedded hand-off, still running after the "
+        "last request (drained before the rows are read back, not counted in rows/s): "
+        + ", ".join(f"{v:.1f}" for v in r["learning_drain_s"])
+        + " s. With the production hand-off that work runs on a Celery worker; none runs "
+        "here (the queued tasks are purged), so its row is the request path alone."
+        if r["learning_drain_s"]
+        else "Learning hand-off off (--no-learning).",
+        "",
+        "The product path is measured in-process from the protobuf body (no HTTP, no token "
+        "lookup). COPY moves the finished rows only: no decoding, classification, redaction, "
+        "idempotency read or rollup upsert.",
+        "",
+    ]
+    md = "\n".join(lines)
     RESULTS.mkdir(parents=True, exist_ok=True)
     paths = [RESULTS / "otlp-latest.json", RESULTS / "otlp-latest.md"]
     paths[0].write_text(json.dumps(result, indent=2))
@@ -351,7 +370,15 @@ def main(argv: list[str] | None = None) -> int:
         from traces.otlp import external_runs_ended
 
         external_runs_ended.disconnect(dispatch_uid="policies.external_runs")
-    result = bench_otlp_ingest(traces=args.traces, batch=args.batch, repeats=args.repeats)
+    broker = settings.CELERY_BROKER_URL.startswith("redis")
+    if not broker:
+        print(
+            "no REDIS_URL: the production hand-off (Celery task to Redis) is not measured",
+            file=sys.stderr,
+        )
+    result = bench_otlp_ingest(
+        traces=args.traces, batch=args.batch, repeats=args.repeats, broker=broker
+    )
     command = "python -m bench.otlp_ingest " + " ".join(argv or sys.argv[1:])
     for path in report_write(result, command=command.strip()):
         print(path)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from traces.live import steps_publish
 from traces.models import Step
 from traces.records import StepRecord
-from traces.redaction import redact_text, redact_value
+from traces.redaction import known_secrets, redact_text, redact_value
 from traces.rollups import rollups_record_steps
 
 logger = logging.getLogger(__name__)
@@ -42,12 +42,13 @@ class RunConflict(Exception):
 def step_data_redact(data: dict[str, Any]) -> dict[str, Any]:
     """A Step's field values with secret-looking values redacted, ready to store."""
     redacted = dict(data)
+    secrets = known_secrets()
     for name in _REDACTED_TEXT_FIELDS:
         if redacted.get(name):
-            redacted[name] = redact_text(str(redacted[name]))
+            redacted[name] = redact_text(str(redacted[name]), secrets=secrets)
     for name in _REDACTED_JSON_FIELDS:
         if redacted.get(name):
-            redacted[name] = redact_value(redacted[name])
+            redacted[name] = redact_value(redacted[name], secrets=secrets)
     if redacted.get("endpoint"):
         redacted["endpoint"] = redacted["endpoint"][:ENDPOINT_MAX_LENGTH]
     return redacted

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 REDACTED = "[REDACTED]"
 
@@ -146,11 +147,13 @@ def _secret_key_name(key: str) -> bool:
     return bool(_SECRET_KEY.search(normalised))
 
 
-def redact_text(text: str, *, extra_secrets: Iterable[str] = ()) -> str:
+def redact_text(
+    text: str, *, extra_secrets: Iterable[str] = (), secrets: list[str] | None = None
+) -> str:
     """``text`` with every known secret and secret-looking value replaced by [REDACTED]."""
     if not text:
         return text
-    return _redact_text(text, _known_secrets(extra_secrets))
+    return _redact_text(text, _known_secrets(extra_secrets) if secrets is None else secrets)
 
 
 def _redact_text(text: str, secrets: list[str]) -> str:
@@ -165,6 +168,12 @@ def _redact_text(text: str, secrets: list[str]) -> str:
     return _CARD_CANDIDATE.sub(_replace_card, text)
 
 
+def known_secrets() -> list[str]:
+    """The verbatim secrets to redact now: pass them to ``redact_text`` / ``redact_value``
+    as ``secrets`` when redacting many values at once."""
+    return _known_secrets(())
+
+
 def redact_known_secrets(text: str) -> str:
     """``text`` with only the known secrets replaced: cheap, and leaves other data intact."""
     if not text:
@@ -175,9 +184,12 @@ def redact_known_secrets(text: str) -> str:
     return text
 
 
-def redact_value(value: Any, *, extra_secrets: Iterable[str] = ()) -> Any:
-    """A copy of a JSON-like value with secrets redacted from keys' values and all text."""
-    return _redact_value(value, _known_secrets(extra_secrets))
+def redact_value(
+    value: Any, *, extra_secrets: Iterable[str] = (), secrets: list[str] | None = None
+) -> Any:
+    """A copy of a JSON-like value with secrets redacted from keys' values and all text.
+    ``secrets``: the verbatim ones, from ``known_secrets()``, instead of looking them up."""
+    return _redact_value(value, _known_secrets(extra_secrets) if secrets is None else secrets)
 
 
 def _redact_value(value: Any, secrets: list[str]) -> Any:
@@ -234,7 +246,10 @@ _secrets_cache: tuple[tuple[Any, ...], list[str]] | None = None
 
 def _known_secrets(extra_secrets: Iterable[str]) -> list[str]:
     global _secrets_cache
-    llm_key = (getattr(settings, "LLM_API_KEY", "") or "") if settings.configured else ""
+    try:
+        llm_key = settings.LLM_API_KEY or ""
+    except (ImproperlyConfigured, AttributeError):  # no settings, or no such setting
+        llm_key = ""
     extra = tuple(extra_secrets)
     # Secrets are only ever added, so their count tells whether the cached list is current.
     key = (len(_registered), llm_key, extra)
