@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp mutation clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +96,12 @@ bench-pages: secret-key
 BENCH_OTLP_REDIS_URL ?= redis://127.0.0.1:6379/15
 bench-otlp: secret-key
 	DATABASE_URL=$(BENCH_PG_DATABASE_URL) REDIS_URL=$(BENCH_OTLP_REDIS_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) -m bench.otlp_ingest --traces 500 --batch 100 --repeats 5
+
+## The web app under load: locust, 50 users on loopback against the production shape
+## (overview, trace list, run creation); PostgreSQL and Redis db 14 of its own.
+bench-web: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,load]'
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m bench.web_load --users 50 --seconds 60
 
 ## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
 MUTATION_BUDGET_MINUTES ?= 120
