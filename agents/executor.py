@@ -64,6 +64,10 @@ def redact(value: Any) -> Any:
     return redact_value(value)
 
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 @dataclass(frozen=True)
 class ToolSnapshot:
     """What the executor needs of a Tool row, read once per run."""
@@ -187,10 +191,13 @@ class ToolExecutor:
             return ValidationFailure(ExecutorCode.SCHEMA_VIOLATION, detail, fired)
         return ValidatedCall(tool=tool, arguments=adapted, adapters_fired=fired)
 
-    async def execute(self, call: ValidatedCall) -> ToolCallResult:
+    async def execute(self, call: ValidatedCall, *, idempotency_key: str = "") -> ToolCallResult:
+        """Run the call. ``idempotency_key``: sent as ``Idempotency-Key`` with a method that
+        changes something (POST, PUT, PATCH, DELETE), so that an API which honours it runs
+        a call repeated after a crash or a retry only once."""
         if call.tool.kind == "python":
             return await self._execute_python(call)
-        return await self._execute_http(call)
+        return await self._execute_http(call, idempotency_key)
 
     async def _execute_python(self, call: ValidatedCall) -> ToolCallResult:
         definition = registered_python_tool(call.tool.name)
@@ -239,7 +246,7 @@ class ToolExecutor:
             ExecutorCode.OK, started, f"python:{call.tool.name}", payload, 200, body
         )
 
-    async def _execute_http(self, call: ValidatedCall) -> ToolCallResult:
+    async def _execute_http(self, call: ValidatedCall, idempotency_key: str = "") -> ToolCallResult:
         tool = call.tool
         started = time.perf_counter()
         try:
@@ -282,8 +289,11 @@ class ToolExecutor:
         if tool.auth is not None:
             headers, credential_params = credential_request_parts(tool.auth, secret)
         request_kwargs: dict[str, Any] = {"timeout": tool.timeout_seconds}
-        if headers:
-            request_kwargs["headers"] = headers
+        sent_headers = dict(headers)
+        if idempotency_key and tool.method.upper() not in SAFE_METHODS:
+            sent_headers.setdefault(IDEMPOTENCY_HEADER, idempotency_key)
+        if sent_headers:
+            request_kwargs["headers"] = sent_headers
         locations = dict(tool.param_locations)
         if call.param_locations:
             if not locations:

@@ -839,8 +839,7 @@ class AgentRun:
     async def _execute(self) -> None:
         call = self._validated
         rnd = self.memory.current_round()
-        signature = call_signature(call.tool.name, call.arguments)
-        key = hashlib.sha256(f"{self.trace_id}:{rnd.number}:{signature}".encode()).hexdigest()
+        key = self._call_key(rnd.number, call)
         # Only a redelivered run can find its call already recorded; a fresh run that races
         # a duplicate delivery loses at the unique step number instead.
         recorded = await self.sink.recorded_tool_call(key) if self._resumed else None
@@ -849,9 +848,17 @@ class AgentRun:
             self.memory.apply(recorded)
             self.memory.state = RunState.REFLECTING
             return
-        self._result = await self.executor.execute(call)
+        self._result = await self.executor.execute(call, idempotency_key=key)
         self._pending_key = key
         self._move(RunState.PROCESSING_OBSERVATION)
+
+    def _call_key(self, round_number: int, call: ValidatedCall, role: str = "") -> str:
+        """The idempotency key of a tool call: the same call of the same round of this run
+        (a redelivery, or ``wait_retry`` sending it again) has the same key. ``role`` tells
+        apart the auxiliary calls policies make (pre-condition lookups, handler calls)."""
+        signature = call_signature(call.tool.name, call.arguments)
+        scope = ":".join(filter(None, (self.trace_id, str(round_number), role, signature)))
+        return hashlib.sha256(scope.encode()).hexdigest()
 
     async def _run_pre_conditions(
         self, tool: str, arguments: dict[str, Any], round_number: int
@@ -866,7 +873,10 @@ class AgentRun:
             lookup = self.executor.validate(pre.call, substitute(pre.input, value))
             if isinstance(lookup, ValidationFailure):
                 continue
-            result = await self.executor.execute(lookup)
+            result = await self.executor.execute(
+                lookup,
+                idempotency_key=self._call_key(round_number, lookup, f"pre:{pre.strategy_id}"),
+            )
             found = dotted_get(_json_or_none(result.body), pre.take) if result.ok else None
             await self._write_auxiliary(
                 round_number, lookup, result, {"pre_condition": pre.strategy_id, "found": found}
@@ -952,7 +962,10 @@ class AgentRun:
                 retry = self._apply_policy_inputs(retry)
             if isinstance(retry, ValidationFailure):
                 return result, {"handler": "retry_once", "retry": "invalid"}
-            return await self.executor.execute(retry), {"handler": "retry_once"}
+            retry_key = self._call_key(rnd.number, retry, f"retry:{handler.strategy_id}")
+            return await self.executor.execute(retry, idempotency_key=retry_key), {
+                "handler": "retry_once"
+            }
         if handler.action == "wait_retry":
             return await self._wait_retry(call, result, handler)
         if handler.action == "call_tool":
@@ -963,7 +976,10 @@ class AgentRun:
                 other = self._apply_policy_inputs(other)
             if isinstance(other, ValidationFailure):
                 return result, {"handler": "call_tool", "call": "invalid"}
-            return await self.executor.execute(other), {"handler": "call_tool"}
+            other_key = self._call_key(rnd.number, other, f"call_tool:{handler.strategy_id}")
+            return await self.executor.execute(other, idempotency_key=other_key), {
+                "handler": "call_tool"
+            }
         if handler.action == "degrade_cache":
             cached = await self.sink.cache_get(hashlib.sha256(signature.encode()).hexdigest())
             if cached is not None:
@@ -998,7 +1014,11 @@ class AgentRun:
                 return result, {**detail, "gave_up": "run_time_budget", "asked_s": wait}
             await asyncio.sleep(wait)  # the wait the API asked for, bounded above
             waited += wait
-            result = await self.executor.execute(call)
+            # The same call again, so the same key: an API that did run the first one (and
+            # answered 429 or 503 all the same) does not run it twice.
+            result = await self.executor.execute(
+                call, idempotency_key=self._call_key(self.memory.current_round().number, call)
+            )
             detail = {"handler": "wait_retry", "retries": attempt + 1, "waited_s": waited}
             if result.ok or result.status_code not in (429, 503):
                 break

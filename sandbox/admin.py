@@ -8,6 +8,7 @@ from sandbox.models import (
     Article,
     ContractDrift,
     FaultRule,
+    IdempotentRequest,
     Inventory,
     Order,
     OrderItem,
@@ -100,6 +101,32 @@ class ReturnRequestAdmin(admin.ModelAdmin):
     search_fields = ("return_id", "order__order_id")
     list_select_related = ("order",)
     raw_id_fields = ("order",)
+
+
+@admin.register(IdempotentRequest)
+class IdempotentRequestAdmin(admin.ModelAdmin):
+    """Read-only: the record of which side effects ran, and how often one was asked again."""
+
+    list_display = ("key", "endpoint", "status", "replays", "created_at")
+    list_filter = ("endpoint", "status")
+    search_fields = ("key",)
+    readonly_fields = (
+        "key",
+        "endpoint",
+        "fingerprint",
+        "status",
+        "content_type",
+        "replays",
+        "created_at",
+        "updated_at",
+    )
+    exclude = ("body",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 @admin.register(Article)

@@ -444,3 +444,28 @@ class ContractDrift(models.Model):
                 errors["pattern"] = f"not a regular expression: {exc}"
         if errors:
             raise ValidationError(errors)
+
+
+class IdempotentRequest(models.Model):
+    """One side-effecting request by its ``Idempotency-Key``: what it answered, and how many
+    times the same request came again and was answered from here instead of repeated.
+
+    A key is claimed (``status`` 0) before the request runs and completed with its
+    response; a request that fails (not 2xx) changes nothing and gives its key back.
+    """
+
+    key = models.CharField(max_length=255, unique=True)
+    endpoint = models.CharField(max_length=40)
+    fingerprint = models.CharField(max_length=64)  # sha256 of method, path and body
+    status = models.PositiveSmallIntegerField(default=0)  # 0 while the first one runs
+    body = models.BinaryField(blank=True)
+    content_type = models.CharField(max_length=100, blank=True)
+    replays = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["endpoint", "created_at"], name="sandbox_idem_time")]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} {self.key}"

@@ -96,6 +96,18 @@ OPERATIONS: dict[str, dict[str, dict[str, Any]]] = {
         "POST": {
             "operationId": "createReturn",
             "summary": "Open a return request for an order",
+            "parameters": [
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "description": (
+                        "Sent again with the same request, the first response comes back "
+                        "(Idempotent-Replayed: true) and no second return is opened"
+                    ),
+                    "schema": {"type": "string", "maxLength": 255},
+                }
+            ],
             "requestBody": {
                 "required": True,
                 "content": {

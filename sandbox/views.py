@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 from sandbox import selectors, services
 from sandbox.clock import shop_now
 from sandbox.faults import inject_faults, request_requires_int_id
+from sandbox.idempotency import idempotent
 from sandbox.models import (
     ORDER_ID_PATTERN,
     Article,
@@ -453,6 +454,7 @@ RETURN_REASON_MAX_LENGTH = ReturnRequest._meta.get_field("reason").max_length or
 
 @csrf_exempt
 @allow_methods("POST")
+@idempotent("returns_create")
 @inject_faults("returns_create")
 def return_create(request: HttpRequest) -> HttpResponse:
     body = _json_body(request, empty=b"null")

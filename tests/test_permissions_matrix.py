@@ -31,7 +31,16 @@ from policies.services import strategy_outcome_record
 from reviews.models import ReviewItem
 from reviews.services import review_item_approve
 from sandbox.faults import fault_cache_clear
-from sandbox.models import Article, FaultRule, Order, Product, ReturnRequest, ShopUser, Sku
+from sandbox.models import (
+    Article,
+    FaultRule,
+    IdempotentRequest,
+    Order,
+    Product,
+    ReturnRequest,
+    ShopUser,
+    Sku,
+)
 from sandbox.services import contractdrift_set, faultrule_set
 from tests.policies.conftest import make_strategy  # noqa: F401
 from traces.models import Feedback, Job, Step, Trace
@@ -355,6 +364,8 @@ ADMIN_REFUSED = {
     # Customer facts are learned by runs and deleted (audited) on the customer memory page.
     ("agents.customerfact", "add"),
     ("agents.customerfact", "delete"),
+    # The sandbox records side-effecting requests by their Idempotency-Key itself.
+    ("sandbox.idempotentrequest", "add"),
     *(
         (f"traces.{name}", "add")
         for name in ("steprolluphourly", "steprollupdaily", "runrolluphourly", "runrollupdaily")
@@ -471,6 +482,14 @@ def world(
     # A rule that injects nothing: the shop routes above must answer normally.
     faultrule_set(endpoint="returns", enabled=False)
     contractdrift_set(endpoint="returns", kind="unavailable", enabled=False)
+    IdempotentRequest.objects.create(
+        key="matrix-world",
+        endpoint="returns_create",
+        fingerprint="0" * 64,
+        status=201,
+        body=b"{}",
+        content_type="application/json",
+    )
     order = Order.objects.order_by("order_id").first()
     assert order is not None
     assert ReturnRequest.objects.exists()

@@ -40,7 +40,8 @@ def execute(tool: ToolSnapshot, arguments: dict[str, Any], **executor_kwargs: An
                 max_redirects=3,
             )
             return await executor.execute(
-                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[])
+                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[]),
+                idempotency_key=executor_kwargs.get("idempotency_key", ""),
             )
 
     return async_to_sync(go)()
@@ -142,7 +143,7 @@ PUBLIC_API = "http://93.184.216.34/api"
 
 
 def execute_with_transport(
-    tool: ToolSnapshot, arguments: dict[str, Any], handler: Any
+    tool: ToolSnapshot, arguments: dict[str, Any], handler: Any, idempotency_key: str = ""
 ) -> tuple[Any, list[httpx.Request]]:
     """Run one call through a mock transport; the public IP literal needs no DNS lookup."""
     seen: list[httpx.Request] = []
@@ -162,7 +163,8 @@ def execute_with_transport(
                 max_redirects=3,
             )
             return await executor.execute(
-                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[])
+                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[]),
+                idempotency_key=idempotency_key,
             )
 
     return async_to_sync(go)(), seen
@@ -213,3 +215,41 @@ def test_redirect_inside_the_allow_list_is_followed(settings: Any) -> None:
     )
     assert result.code == ExecutorCode.OK
     assert [request.url.path for request in seen] == ["/api/orders/1", "/api/orders/2"]
+
+
+def test_a_post_repeated_with_its_idempotency_key_runs_once(
+    live_sandbox: str, small_shop: Any
+) -> None:
+    from sandbox.models import IdempotentRequest, ReturnRequest
+    from sandbox.selectors import order_return_eligibility
+
+    order = next(o for o in Order.objects.all() if order_return_eligibility(order=o).eligible)
+    tool = snapshot(
+        name="create_return",
+        endpoint_template="{sandbox}/returns",
+        method="POST",
+        params_schema={"type": "object", "properties": {}},
+    )
+    arguments = {"order_id": order.order_id, "reason": "Wrong size"}
+
+    first = execute(tool, arguments, idempotency_key="run-1:round-2")
+    again = execute(tool, arguments, idempotency_key="run-1:round-2")
+
+    assert first.status_code == again.status_code == 201
+    assert again.body == first.body
+    assert ReturnRequest.objects.filter(order=order).count() == 1
+    assert IdempotentRequest.objects.get(key="run-1:round-2").replays == 1
+
+
+@pytest.mark.parametrize(("method", "sent"), [("POST", True), ("DELETE", True), ("GET", False)])
+def test_the_idempotency_key_goes_with_methods_that_change_something(
+    settings: Any, method: str, sent: bool
+) -> None:
+    settings.TOOL_ENDPOINT_ALLOWLIST = [PUBLIC_API]
+    _, seen = execute_with_transport(
+        snapshot(endpoint_template=PUBLIC_API + "/orders/{order_id}", method=method),
+        {"order_id": "1"},
+        lambda request: httpx.Response(200, json={}),
+        idempotency_key="k",
+    )
+    assert seen[0].headers.get("Idempotency-Key") == ("k" if sent else None)
