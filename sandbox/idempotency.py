@@ -14,6 +14,7 @@ A request without the header runs as before: the header is the client's promise.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -42,10 +43,8 @@ def _fingerprint(request: HttpRequest) -> str:
     """The request's method, path and body; a JSON body by its content, whatever the order
     of its keys (a client replaying a stored call may serialise it differently)."""
     body = request.body
-    try:
+    with contextlib.suppress(ValueError, RecursionError):  # not JSON: the bytes as they are
         body = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
-    except (ValueError, RecursionError):
-        pass
     digest = hashlib.sha256()
     for part in (request.method or "", request.get_full_path()):
         digest.update(part.encode())
