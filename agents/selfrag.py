@@ -11,7 +11,7 @@ Model output is parsed strictly; an unreadable draft or grade is a failed attemp
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -118,6 +118,27 @@ class SelfRagRun:
         self.outcome: RunOutcome | None = None
         # The error type of the latest attempt that failed with one; the fallback carries it.
         self.last_error_type = ""
+        # A redelivered run's steps, by (attempt, phase): those phases are taken from the
+        # record, neither asked of the model again nor written twice.
+        self.recorded: dict[tuple[int, str], Any] = {}
+
+    def resume_from(self, steps: Sequence[Any]) -> RunOutcome | None:
+        """Take a redelivered run's recorded steps; return its outcome if it had ended."""
+        for step in steps:
+            self.recorded[(step.round_number, str(step.phase))] = step
+            if step.phase == Phase.FINAL:
+                return RunOutcome(
+                    "finished", step.response_summary, outcome=Trace.Outcome.ANSWERED_FROM_DATA
+                )
+            if step.phase == Phase.FALLBACK:
+                return RunOutcome(
+                    "fallback", step.response_summary, step.error_type, Trace.Outcome.HANDED_OVER
+                )
+            if step.phase == Phase.STOPPED:
+                return RunOutcome(
+                    "failed", step.response_summary, step.error_type, Trace.Outcome.FAILED
+                )
+        return None
 
     async def run(self) -> RunOutcome:
         search_query = self.query
@@ -149,6 +170,12 @@ class SelfRagRun:
 
     # --- phases ----------------------------------------------------------------------
     async def _retrieve(self, attempt: int, search_query: str) -> list[RetrievedDoc]:
+        recorded = self.recorded.get((attempt, RagPhase.RETRIEVAL))
+        if recorded is not None:
+            # A read: search again for the recorded query, keep the documents it found then.
+            query = recorded.details.get("search_query", search_query)
+            found = {doc.slug: doc for doc in await self.search(query, self.config.top_k)}
+            return [found[slug] for slug in recorded.details.get("slugs", []) if slug in found]
         started = time.perf_counter()
         docs = await self.search(search_query, self.config.top_k)
         await self.sink.write_step(
@@ -170,6 +197,15 @@ class SelfRagRun:
         return docs
 
     async def _draft(self, attempt: int, docs: list[RetrievedDoc]) -> RagDraft | None:
+        recorded = self.recorded.get((attempt, RagPhase.DRAFT))
+        if recorded is not None:
+            if not recorded.ok:  # a format error, counted against the attempt
+                self.last_error_type = recorded.error_type
+                return None
+            return RagDraft(
+                answer=recorded.response_summary,
+                cited_slugs=recorded.details.get("cited_slugs", []),
+            )
         messages = rag_draft_messages(question=self.query, docs=docs)
         response = await self._complete(messages, RagDraft, "rag_draft", attempt)
         try:
@@ -196,6 +232,13 @@ class SelfRagRun:
     async def _grade(
         self, attempt: int, docs: list[RetrievedDoc], draft: RagDraft
     ) -> RagGrade | None:
+        recorded = self.recorded.get((attempt, RagPhase.GRADE))
+        if recorded is not None:
+            if recorded.error_type:
+                self.last_error_type = recorded.error_type
+            if "is_grounded" not in recorded.details:  # a format error
+                return None
+            return RagGrade.model_validate(recorded.details)
         messages = rag_grade_messages(question=self.query, docs=docs, draft=draft.answer)
         response = await self._complete(messages, RagGrade, "rag_grade", attempt)
         try:
@@ -336,8 +379,16 @@ async def selfrag_execute(
     rules: list[CompiledRule],
     config: SelfRagConfig,
     search: SearchFn,
+    steps: Sequence[Any] = (),
 ) -> RunOutcome:
     """Answer ``query`` from the knowledge base with at most ``config.max_retries``
-    query rewrites; every step is written to ``sink`` before the next one starts."""
+    query rewrites; every step is written to ``sink`` before the next one starts.
+
+    ``steps``: what a redelivered run had recorded. It goes on from there: the recorded
+    phases are neither asked of the model again nor written twice, and a run that had
+    ended keeps its outcome."""
     run = SelfRagRun(query=query, llm=llm, sink=sink, rules=rules, config=config, search=search)
+    ended = run.resume_from(steps)
+    if ended is not None:
+        return ended
     return await run.run()

@@ -574,6 +574,7 @@ async def run_execute(
                 rules=rules,
                 config=SelfRagConfig(fallback_reply=config.fallback_reply),
                 search=kb_asearch,
+                steps=steps,  # a redelivered run goes on from what it recorded
             )
         else:
             outcome = await _react(trace, tools, steps, recorder, llm, rules, config, policy)

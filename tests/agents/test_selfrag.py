@@ -417,3 +417,72 @@ def test_a_draft_made_only_of_exception_text_is_not_delivered(fake_llm: Any) -> 
     run = run_selfrag(server=fake_llm)
     assert (run.outcome.status, run.outcome.outcome) == ("fallback", "handed_over")
     assert run.outcome.final_answer == SelfRagConfig().fallback_reply
+
+
+# --- redelivery ------------------------------------------------------------------------
+def _delivered(trace: Trace) -> RunOutcome | None:
+    from agents.services import run_execute
+
+    outcome = async_to_sync(run_execute)(trace_id=str(trace.pk), reflect=False)
+    trace.refresh_from_db()
+    return outcome
+
+
+def _stored(trace: Trace) -> list[tuple[int, str, int, str]]:
+    return list(
+        trace.steps.order_by("step_number").values_list(
+            "step_number", "phase", "round_number", "response_summary"
+        )
+    )
+
+
+@pytest.mark.parametrize("kept", [1, 2, 3, 5])
+def test_a_redelivered_selfrag_run_goes_on_from_its_recorded_steps(
+    fake_llm: Any, kept: int
+) -> None:
+    # given a Self-RAG run (attempt 1 unhelpful, attempt 2 passes) delivered once
+    script = [
+        draft(),
+        grade(helpful=False, critique="Say which items.", improved="gift cards"),
+        draft("Gift cards never expire.", ["gift-cards"]),
+        grade(),
+    ]
+    fake_llm.enqueue(*script)
+    trace = trace_create(agent_id=agent_ensure_default().pk, query=QUESTION, llm_backend="openai")
+    assert _delivered(trace) is not None
+    whole = _stored(trace)
+    assert [phase for _, phase, _, _ in whole] == [
+        *("retrieval", "draft", "grade"),
+        *("retrieval", "draft", "grade", "final"),
+    ]
+    # ... whose worker died after writing its first ``kept`` steps
+    trace.steps.filter(step_number__gt=kept).delete()
+    Trace.objects.filter(pk=trace.pk).update(status="running", final_answer="", outcome="")
+    # the model calls the lost steps had made (drafts and grades after the kept ones)
+    lost = [p for _, p, _, _ in whole[kept:] if p in ("draft", "grade")]
+    fake_llm.requests.clear()
+    fake_llm.enqueue(*script[len(script) - len(lost) :])
+    # when it is delivered again
+    outcome = _delivered(trace)
+    # then it went on from there: the same steps once each, the model asked only for the rest
+    assert _stored(trace) == whole
+    assert len(fake_llm.requests) == len(lost)
+    assert outcome is not None and outcome.final_answer == "Gift cards never expire."
+    assert trace.status == Trace.Status.FINISHED
+
+
+def test_a_selfrag_run_redelivered_after_its_last_step_keeps_its_outcome(
+    fake_llm: Any,
+) -> None:
+    fake_llm.enqueue(draft(), grade())
+    trace = trace_create(agent_id=agent_ensure_default().pk, query=QUESTION, llm_backend="openai")
+    _delivered(trace)
+    whole = _stored(trace)
+    Trace.objects.filter(pk=trace.pk).update(status="running", final_answer="", outcome="")
+    fake_llm.requests.clear()
+
+    outcome = _delivered(trace)
+
+    assert _stored(trace) == whole and not fake_llm.requests
+    assert outcome == RunOutcome("finished", RETURN_ANSWER, outcome="answered_from_data")
+    assert (trace.status, trace.final_answer) == (Trace.Status.FINISHED, RETURN_ANSWER)
