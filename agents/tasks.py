@@ -16,12 +16,20 @@ from traces.services import jobs_abandon_stale, trace_abort, traces_stuck
 logger = logging.getLogger(__name__)
 
 
+def celery_soft_time_limit(*, run_soft: float, run_hard: float) -> float:
+    """The task's soft limit: 10 s after the run's own deadline (a backstop for a run that
+    overruns it), but never past the hard limit, which Celery refuses at every enqueue."""
+    return min(run_soft + 10, run_hard)
+
+
 @shared_task(
     name="agents.run_agent",
     acks_late=True,  # safe: the run is idempotent per trace id
     reject_on_worker_lost=True,
     ignore_result=True,
-    soft_time_limit=settings.AGENT_RUN_SOFT_TIME_LIMIT + 10,
+    soft_time_limit=celery_soft_time_limit(
+        run_soft=settings.AGENT_RUN_SOFT_TIME_LIMIT, run_hard=settings.AGENT_RUN_HARD_TIME_LIMIT
+    ),
     time_limit=settings.AGENT_RUN_HARD_TIME_LIMIT,
 )
 def run_agent(trace_id: str) -> None:

@@ -184,3 +184,27 @@ def test_a_run_that_died_during_its_tool_call_resumes_from_the_recorded_decision
     assert steps[1].tool_name == decision.tool_name and steps[1].ok
     assert [s.step_number for s in steps] == list(range(1, len(steps) + 1))
     assert trace.steps.filter(phase=Step.Phase.ACTION).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("run_soft", "run_hard", "task_soft"),
+    [(120, 150, 130), (8, 10, 10), (100, 105, 105)],
+)
+def test_the_task_soft_limit_never_passes_the_hard_limit(
+    run_soft: float, run_hard: float, task_soft: float
+) -> None:
+    # Celery refuses to enqueue a task whose soft limit is above its hard one: with the
+    # run's limits less than 10 s apart, every POST /api/runs/ answered 500.
+    from celery import Celery
+
+    from agents.tasks import celery_soft_time_limit
+
+    limit = celery_soft_time_limit(run_soft=run_soft, run_hard=run_hard)
+    assert limit == task_soft
+    app = Celery("limits", broker="memory://")
+
+    @app.task(soft_time_limit=limit, time_limit=run_hard, shared=False)
+    def noop() -> None:
+        return None
+
+    noop.apply_async()  # raises ValueError when the soft limit passes the hard one
