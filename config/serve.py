@@ -15,6 +15,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 
 from config.shape import (
     BASE_DIR,
@@ -173,8 +174,25 @@ def main(argv: list[str]) -> int:
     elif not celery:
         embedded_prepare()
     print(banner(celery=celery, environ_=dict(environ_), from_file=from_file), flush=True)
-    supervisor = Supervisor(children_for(celery=celery, environ_=dict(environ_)))
+    supervisor = Supervisor(
+        children_for(celery=celery, environ_=dict(environ_)),
+        # A child that keeps exiting is restarted after 1, 2, 4 ... s, at most this long.
+        backoff_max=restart_backoff_max(environ_),
+    )
     return supervisor.run()
+
+
+def restart_backoff_max(environ_: Mapping[str, str]) -> float:
+    """``SERVE_RESTART_BACKOFF_MAX`` seconds (default 30): the longest wait before a
+    crash-looping child is started again."""
+    raw = environ_.get("SERVE_RESTART_BACKOFF_MAX", "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"SERVE_RESTART_BACKOFF_MAX={raw!r} is not a number of seconds") from None
+    if not 0 < value <= 3600:
+        raise SystemExit(f"SERVE_RESTART_BACKOFF_MAX={raw!r} must be above 0 and at most 3600")
+    return value
 
 
 if __name__ == "__main__":

@@ -213,3 +213,21 @@ def test_production_serve_restarts_a_worker_that_dies(serve, production_env):
     pids = [pid for _, pid, _ in served.started()]
     assert served.terminate() == 0
     assert [pid for pid in pids if alive(pid)] == []
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [(None, 30.0), ("2", 2.0), ("0.5", 0.5)])
+def test_the_restart_backoff_cap_comes_from_the_environment(
+    raw: str | None, seconds: float
+) -> None:
+    from config.serve import restart_backoff_max
+
+    environ = {} if raw is None else {"SERVE_RESTART_BACKOFF_MAX": raw}
+    assert restart_backoff_max(environ) == seconds
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "-1", "7200"])
+def test_an_unusable_restart_backoff_cap_stops_serve_with_its_reason(raw: str) -> None:
+    from config.serve import restart_backoff_max
+
+    with pytest.raises(SystemExit, match="SERVE_RESTART_BACKOFF_MAX"):
+        restart_backoff_max({"SERVE_RESTART_BACKOFF_MAX": raw})

@@ -49,7 +49,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -88,6 +88,9 @@ class FakeOpenAIServer:
     model: str = "fake-model"
     flavour: str = "openai"
     requests: list[RecordedRequest] = field(default_factory=list)
+    # With the script empty: a step made from the request's JSON (a model that answers
+    # what it is asked, for many runs at once), instead of a 500.
+    responder: Callable[[Any], Step] | None = None
 
     def __post_init__(self) -> None:
         if self.flavour not in FLAVOURS:
@@ -153,9 +156,11 @@ class FakeOpenAIServer:
         self._httpd = None
         self._thread = None
 
-    def _next_step(self) -> Step | None:
+    def _next_step(self, request: Any = None) -> Step | None:
         with self._lock:
-            return self._script.popleft() if self._script else None
+            if self._script:
+                return self._script.popleft()
+        return self.responder(request) if self.responder is not None else None
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -298,6 +303,7 @@ def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            parsed: Any
             try:
                 parsed = json.loads(body) if body else None
             except ValueError:
@@ -327,7 +333,7 @@ def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 reply = _probe_reply(parsed, verdict, detail)
                 self._send(200, server.completion_body(reply, tool_name=tool_name))
                 return
-            self._answer(server._next_step(), tool_name=tool_name)
+            self._answer(server._next_step(parsed), tool_name=tool_name)
 
         def _answer(self, step: Step | None, *, tool_name: str | None = None) -> None:
             if step is None:
