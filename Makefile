@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web crash-drill mutation clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web crash-drill drill-llm-faults mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -107,6 +107,11 @@ bench-web: $(STAMP)
 ## 0 lost runs, 0 lost or duplicated Steps, 0 repeated side effects (bench/crash_drill.py).
 crash-drill: $(STAMP)
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m bench.crash_drill --runs 40 --kills 20
+
+## The same 40 runs with 20% of model calls failing (timeout, 429, 500, malformed JSON,
+## empty content, a refusal): every run terminal, every failure classified.
+drill-llm-faults: $(STAMP)
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m bench.crash_drill --runs 40 --kills 0 --llm-fault-rate 0.2
 
 ## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
 MUTATION_BUDGET_MINUTES ?= 120

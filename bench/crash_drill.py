@@ -36,6 +36,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -56,12 +57,28 @@ def _text(request: Any) -> str:
 
 
 MODEL_LATENCY_S = [0.5]
+# --llm-fault-rate: the share of model calls that fail, each fault as likely as the next.
+FAULTS: dict[str, Any] = {"rate": 0.0, "rng": random.Random(0), "lock": threading.Lock()}
+LLM_FAULTS: list[tuple[Any, ...]] = [
+    ("hang", 4.0),  # past LLM_TIMEOUT_SECONDS (2): a timeout
+    ("status", 429, {"Retry-After": "1"}),
+    ("status", 500),
+    ("ok", '{"thought": "half a JSON'),  # malformed
+    ("ok", ""),  # empty content
+    ("ok", "I'm sorry, but I can't help with that request."),  # a refusal
+]
 
 
-def responder(request: Any) -> tuple[str, str]:
+def responder(request: Any) -> tuple[Any, ...]:
     """The model's side: open the return for the order asked about, then answer. It takes
-    ``MODEL_LATENCY_S`` per call, so that the kills find runs in flight."""
+    ``MODEL_LATENCY_S`` per call, so that the kills find runs in flight; with a fault rate,
+    that share of calls fails in one of the ``LLM_FAULTS`` ways instead."""
     time.sleep(MODEL_LATENCY_S[0])
+    with FAULTS["lock"]:
+        faulty = FAULTS["rng"].random() < FAULTS["rate"]
+        fault = FAULTS["rng"].choice(LLM_FAULTS)
+    if faulty:
+        return fault
     fmt = (request or {}).get("response_format") or {}
     name = (fmt.get("json_schema") or {}).get("name", "")
     text = _text(request)
@@ -245,7 +262,33 @@ def drill(*, runs: int, kills: int, deadline_s: float, redis_db: int, seed: int)
             f"WHERE trace_id IN ({ids}) ORDER BY trace_id, step_number",
         ):
             phases[str(trace_id)].append(phase)
-        wrong = {t: p for t, p in phases.items() if p != EXPECTED_PHASES}
+        if FAULTS["rate"]:
+            # With model faults a run may retry, fall back or fail: it must end, and every
+            # failure must carry a classified error type.
+            wrong = {
+                str(trace_id): [f"{status}: error type {error_type or 'missing'}"]
+                for trace_id, status, error_type in _db(
+                    app,
+                    "SELECT id, status, error_type FROM traces_trace "
+                    f"WHERE id IN ({ids}) AND status <> 'finished' "
+                    "AND (error_type = '' OR error_type = 'UNKNOWN')",
+                )
+            }
+            result["unclassified_failed_steps"] = _db(
+                app,
+                "SELECT count(*) FROM traces_step "
+                f"WHERE trace_id IN ({ids}) AND NOT ok "
+                "AND (error_type = '' OR error_type = 'UNKNOWN')",
+            )[0][0]
+            result["error_types"] = dict(
+                _db(
+                    app,
+                    "SELECT error_type, count(*) FROM traces_step "
+                    f"WHERE trace_id IN ({ids}) AND NOT ok GROUP BY error_type ORDER BY 2 DESC",
+                )
+            )
+        else:
+            wrong = {t: p for t, p in phases.items() if p != EXPECTED_PHASES}
         result["runs_with_unexpected_steps"] = len(wrong)
         result["unexpected_steps_examples"] = dict(list(wrong.items())[:5])
         quoted = ", ".join(f"'{o}'" for o in orders)
@@ -272,13 +315,16 @@ def drill(*, runs: int, kills: int, deadline_s: float, redis_db: int, seed: int)
 
 
 def report_write(result: dict[str, Any], *, command: str) -> list[Path]:
+    faults = bool(FAULTS["rate"])
     ok = (
         result.get("lost_runs") == 0
         and result.get("runs_with_unexpected_steps") == 0
         and result.get("repeated_side_effects") == 0
+        and (result.get("unclassified_failed_steps") == 0 if faults else True)
     )
+    title = f"model faults at {FAULTS['rate']:.0%}" if faults else "SIGKILL of the worker"
     lines = [
-        "# Crash drill: SIGKILL of the worker",
+        f"# Crash drill: {title}",
         "",
         f"- command: `{command}`",
         f"- machine: {platform.platform()}, {os.cpu_count()} CPUs, Python "
@@ -289,32 +335,52 @@ def report_write(result: dict[str, Any], *, command: str) -> list[Path]:
         f"{result['seed']}",
         f"- {result['runs']} runs, each opening a return (POST returns) for its own order; "
         f"{result.get('kills', 0)} SIGKILLs of the worker, each 0.3-3 s after it (re)started; "
-        f"all terminal after "
-        f"{result.get('seconds', '?')} s",
+        + (
+            f"{FAULTS['rate']:.0%} of model calls failing (a timeout, 429, 500, malformed "
+            "JSON, empty content or a refusal, alike); "
+            if faults
+            else ""
+        )
+        + f"all terminal after {result.get('seconds', '?')} s",
         "",
         "| check | result | goal |",
         "|---|---|---|",
         f"| lost runs (not terminal) | {result.get('lost_runs')} | 0 |",
-        f"| runs whose steps are not reasoning, action, reflection, reasoning, final "
-        f"(a Step lost or duplicated) | {result.get('runs_with_unexpected_steps')} | 0 |",
+    ]
+    if faults:
+        lines += [
+            f"| runs not finished whose error type is missing or UNKNOWN | "
+            f"{result.get('runs_with_unexpected_steps')} | 0 |",
+            f"| failed steps whose error type is missing or UNKNOWN | "
+            f"{result.get('unclassified_failed_steps')} | 0 |",
+        ]
+    else:
+        lines.append(
+            f"| runs whose steps are not reasoning, action, reflection, reasoning, final "
+            f"(a Step lost or duplicated) | {result.get('runs_with_unexpected_steps')} | 0 |"
+        )
+    lines += [
         f"| repeated side effects (an order with a second return) | "
         f"{result.get('repeated_side_effects')} | 0 |",
-        f"| orders left without their return | {result.get('orders_without_return')} | 0 |",
+        f"| orders left without their return | {result.get('orders_without_return')} | "
+        + ("- (a run may fail first) |" if faults else "0 |"),
         "",
         f"Run statuses: {result.get('statuses')}. Returns opened: "
         f"{result.get('returns_opened')}. Requests the sandbox answered from its "
         f"Idempotency-Key record instead of running them again: "
         f"{result.get('repeats_answered_from_record')}. Model requests: "
         f"{result.get('model_requests')}.",
-        "",
-        f"**{'Passed' if ok else 'FAILED'}.**",
     ]
+    if faults:
+        lines += ["", f"Error types of the failed steps: {result.get('error_types')}."]
+    lines += ["", f"**{'Passed' if ok else 'FAILED'}.**"]
     if result.get("unexpected_steps_examples"):
-        lines += ["", "Runs with unexpected steps (first 5):", ""]
+        lines += ["", "Runs that failed the check (first 5):", ""]
         for trace_id, phases in result["unexpected_steps_examples"].items():
             lines.append(f"- {trace_id}: {', '.join(phases)}")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    paths = [RESULTS / "crash-drill-latest.json", RESULTS / "crash-drill-latest.md"]
+    stem = "crash-drill-llm-faults" if faults else "crash-drill"
+    paths = [RESULTS / f"{stem}-latest.json", RESULTS / f"{stem}-latest.md"]
     paths[0].write_text(json.dumps({"command": command, "passed": ok, **result}, indent=2))
     paths[1].write_text("\n".join(lines) + "\n")
     return paths
@@ -328,8 +394,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-db", type=int, default=12, help="its own (flushed)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--model-latency", type=float, default=0.5, help="seconds per call")
+    parser.add_argument(
+        "--llm-fault-rate",
+        type=float,
+        default=0.0,
+        help="share of model calls that fail (timeout, 429, 500, malformed, empty, refusal)",
+    )
     args = parser.parse_args(argv)
     MODEL_LATENCY_S[0] = args.model_latency
+    FAULTS["rate"], FAULTS["rng"] = args.llm_fault_rate, random.Random(args.seed)
     # Stopped with SIGTERM, still tear the served app down (its processes are in a session
     # of their own): left running, its worker would take the next drill's messages.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -343,11 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     result["started_at"] = started
     command = "python -m bench.crash_drill " + " ".join(argv or sys.argv[1:])
-    for path in report_write(result, command=command.strip()):
-        print(path)
-    print((RESULTS / "crash-drill-latest.md").read_text())
-    passed = json.loads((RESULTS / "crash-drill-latest.json").read_text())["passed"]
-    return 0 if passed else 1
+    paths = report_write(result, command=command.strip())
+    print(paths[1].read_text())
+    return 0 if json.loads(paths[0].read_text())["passed"] else 1
 
 
 if __name__ == "__main__":
