@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,24 @@ def logging_state_restored() -> Iterator[None]:
         lg = logging.getLogger(name)
         lg.setLevel(level)
         lg.disabled, lg.propagate = disabled, propagate
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """No in-process learning job outlives the test that queued it. The embedded shape
+    hands ingested runs (`external_runs_hand_off`) and Reflexion (`reflexion_enqueue`) to
+    one background thread and keeps their futures in `policies.tasks._pending` until a
+    drain; a test that does not wait for them would leave them running under the tests
+    that follow (touching their database and sandbox) and counted by the next test's
+    `reflexion_inprocess_drain()`. Wait for them at the end of the test's call, while its
+    database rows, settings and fake servers are still in place; a job still unfinished
+    after the drain's timeout fails the test that queued it."""
+    from policies.tasks import reflexion_inprocess_drain
+
+    try:
+        return (yield)
+    finally:
+        reflexion_inprocess_drain()
 
 
 @pytest.fixture(autouse=True)
