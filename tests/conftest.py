@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings
+from django.utils import timezone
 
 from tests.fakes.openai_server import openai_server_fixture  # noqa: F401
 from tests.served import ServedApp, app_teardown, embedded_app, production_app
@@ -65,6 +66,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         return (yield)
     finally:
         reflexion_inprocess_drain()
+
+
+_REAL_TIMEZONE_NOW = timezone.now
+
+
+@pytest.fixture(autouse=True)
+def clock_not_left_patched() -> Iterator[None]:
+    """A test may pin `django.utils.timezone.now` (mock.patch), but must put it back: a clock
+    left frozen stamps every later `auto_now` with the same instant, so a later test sees
+    two saves of a row as one (a re-saved seeded FaultRule keeps drawing from its old
+    random stream). Fail the test that leaves it patched, and put the clock back."""
+    yield
+    if timezone.now is not _REAL_TIMEZONE_NOW:
+        leaked = timezone.now
+        timezone.now = _REAL_TIMEZONE_NOW
+        pytest.fail(f"the test left django.utils.timezone.now patched ({leaked!r})")
 
 
 @pytest.fixture(autouse=True)
