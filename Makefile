@@ -38,12 +38,11 @@ run: seed
 run-local-llm: seed
 	bin/run-local-llm
 
-## The whole suite against the local PostgreSQL and Redis (fails if either is down), in
-## file order, with branch coverage; then each core module must hold its coverage floor
-## (bench/coverage_gate.py, COVERAGE_FAIL_UNDER percent per module). Each test directory
-## passes in random order (`PYTEST_ARGS="-p randomly --randomly-seed=N"`); the whole
-## suite in one random order still meets two cross-test leaks (seed 1257646290:
-## test_enqueue_refuses_what_needs_no_reflexion, test_seeded_rule_gives_reproducible_sequence).
+## The whole suite against the local PostgreSQL and Redis (fails if either is down), in a
+## random order (pytest-randomly; the run prints its seed as `Using --randomly-seed=N`),
+## with branch coverage; then each core module must hold its coverage floor
+## (bench/coverage_gate.py, COVERAGE_FAIL_UNDER percent per module). Replay an order with
+## `PYTEST_ARGS="--randomly-seed=N"`; file order with `PYTEST_ARGS="-p no:randomly"`.
 ## The real-model tests run when bin/local-llm-install has been run, and say so when not.
 COVERAGE_FAIL_UNDER ?= 95
 test: $(STAMP)
@@ -51,7 +50,7 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy agents traces policies reviews bench
 	mkdir -p var
-	$(VENV)/bin/pytest -p no:randomly --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -p randomly --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
 	COVERAGE_FAIL_UNDER=$(COVERAGE_FAIL_UNDER) $(PY) bench/coverage_gate.py var/coverage.json
 
 lint: $(STAMP)

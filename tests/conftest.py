@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from django.conf import settings
+from django.utils import timezone
 
 from tests.fakes.openai_server import openai_server_fixture  # noqa: F401
 from tests.served import ServedApp, app_teardown, embedded_app, production_app
@@ -47,6 +48,40 @@ def logging_state_restored() -> Iterator[None]:
         lg = logging.getLogger(name)
         lg.setLevel(level)
         lg.disabled, lg.propagate = disabled, propagate
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """No in-process learning job outlives the test that queued it. The embedded shape
+    hands ingested runs (`external_runs_hand_off`) and Reflexion (`reflexion_enqueue`) to
+    one background thread and keeps their futures in `policies.tasks._pending` until a
+    drain; a test that does not wait for them would leave them running under the tests
+    that follow (touching their database and sandbox) and counted by the next test's
+    `reflexion_inprocess_drain()`. Wait for them at the end of the test's call, while its
+    database rows, settings and fake servers are still in place; a job still unfinished
+    after the drain's timeout fails the test that queued it."""
+    from policies.tasks import reflexion_inprocess_drain
+
+    try:
+        return (yield)
+    finally:
+        reflexion_inprocess_drain()
+
+
+_REAL_TIMEZONE_NOW = timezone.now
+
+
+@pytest.fixture(autouse=True)
+def clock_not_left_patched() -> Iterator[None]:
+    """A test may pin `django.utils.timezone.now` (mock.patch), but must put it back: a clock
+    left frozen stamps every later `auto_now` with the same instant, so a later test sees
+    two saves of a row as one (a re-saved seeded FaultRule keeps drawing from its old
+    random stream). Fail the test that leaves it patched, and put the clock back."""
+    yield
+    if timezone.now is not _REAL_TIMEZONE_NOW:
+        leaked = timezone.now
+        timezone.now = _REAL_TIMEZONE_NOW
+        pytest.fail(f"the test left django.utils.timezone.now patched ({leaked!r})")
 
 
 @pytest.fixture(autouse=True)

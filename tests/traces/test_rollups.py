@@ -317,12 +317,15 @@ def test_a_rolled_back_batch_leaves_no_count_behind(support_agent: Any) -> None:
 
     async def race() -> None:
         async def one(trace: Trace) -> None:
-            with clock_at(T0), suppress(RunConflict):
+            with suppress(RunConflict):
                 await TraceRecorder(trace_id=str(trace.pk)).write_step(reasoning())
 
         await asyncio.gather(one(taken), one(free))
 
-    async_to_sync(race)()
+    # One patch around both writers: a patch per coroutine would be entered and left out of
+    # order by the interleaved writers and leave `timezone.now` patched for every later test.
+    with clock_at(T0):
+        async_to_sync(race)()
     assert Step.objects.count() == 2
     assert StepRollupHourly.objects.aggregate(n=Sum("steps"))["n"] == 2
 
