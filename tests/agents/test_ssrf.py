@@ -57,6 +57,8 @@ WRAPS_LOOPBACK = "an IPv6 address wrapping 127.0.0.1 (a loopback address)"
         ("http://127.0.0.1/", f"host '127.0.0.1' is 127.0.0.1, {LOOPBACK}"),
         ("http://127.0.0.1./", f"host '127.0.0.1.' is 127.0.0.1, {LOOPBACK}"),
         ("http://2130706433/", f"host '2130706433' is 127.0.0.1, {LOOPBACK}"),
+        # one number and a trailing dot is still a literal, never a name to look up
+        ("http://2130706433./", f"host '2130706433.' is 127.0.0.1, {LOOPBACK}"),
         ("http://0x7f000001/", f"host '0x7f000001' is 127.0.0.1, {LOOPBACK}"),
         ("http://0X7F.0.0.1/", f"host '0x7f.0.0.1' is 127.0.0.1, {LOOPBACK}"),
         ("http://0x7f.1/", f"host '0x7f.1' is 127.0.0.1, {LOOPBACK}"),
@@ -367,6 +369,36 @@ def test_303_redirect_switches_to_get_and_drops_body() -> None:
     run_request(handler, method="POST", json={"a": 1})
 
     assert seen == [("POST", b'{"a":1}'), ("GET", b"")]
+
+
+@pytest.mark.parametrize("status_code", [301, 302])
+def test_301_and_302_turn_a_post_into_a_get_without_body(status_code: int) -> None:
+    seen: list[tuple[str, bytes]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.content))
+        if request.url.path == "/start":
+            return redirect_to("/done", status_code=status_code)
+        return httpx.Response(200)
+
+    run_request(handler, method="POST", json={"a": 1})
+
+    assert seen == [("POST", b'{"a":1}'), ("GET", b"")]
+
+
+@pytest.mark.parametrize(("method", "status_code"), [("PUT", 301), ("HEAD", 303)])
+def test_other_methods_keep_their_method_on_a_redirect(method: str, status_code: int) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        if request.url.path == "/start":
+            return redirect_to("/done", status_code=status_code)
+        return httpx.Response(200)
+
+    run_request(handler, method=method)
+
+    assert seen == [method, method]
 
 
 def test_307_redirect_keeps_method_and_body() -> None:
