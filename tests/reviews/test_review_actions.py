@@ -174,9 +174,14 @@ def test_assigning_through_the_page_sets_and_clears_the_assignee(
     proposal.refresh_from_db()
     assert proposal.assigned_to == reviewer2
 
+    # The item page offers the reviewers, with the current assignee chosen.
+    page = ops_client.get(f"/reviews/{proposal.pk}/").content.decode()
+    assert f'<option value="{reviewer2.pk}" selected>piet</option>' in page
+
     # Support does not review: the form does not offer them, so the post is refused.
     response = ops_client.post(f"/reviews/{proposal.pk}/assign/", {"assignee": support_user.pk})
     assert response.status_code == 400
+    assert "Select a valid choice." in response.content.decode()
     proposal.refresh_from_db()
     assert proposal.assigned_to == reviewer2
 
