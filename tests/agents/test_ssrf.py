@@ -576,3 +576,36 @@ def test_body_exactly_at_limit_is_returned() -> None:
     response = run_request(handler, max_bytes=1024)
 
     assert response.body == b"z" * 1024
+
+
+def test_a_callers_follow_redirects_is_ignored_every_hop_is_still_checked() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/start":
+            return redirect_to("/next")
+        return httpx.Response(200, text="there")
+
+    response = run_request(handler, follow_redirects=True)
+
+    assert (response.body, response.redirects) == (b"there", 1)
+
+
+def test_three_redirects_are_followed_by_default_and_a_fourth_is_refused() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        hop = int(request.url.path.strip("/") or 0)
+        return redirect_to(f"/{hop + 1}") if hop < 4 else httpx.Response(200)
+
+    async def send(url: str) -> SafeResponse:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            return await ssrf_safe_request(
+                client,
+                "GET",
+                url,
+                exempt_hosts=frozenset(),
+                is_allowed_url=allow_everything,
+                max_bytes=100,
+                resolver=fake_resolver(PUBLIC_IP),
+            )
+
+    assert asyncio.run(send(f"http://{PUBLIC_IP}/1")).redirects == 3
+    with pytest.raises(TooManyRedirects):
+        asyncio.run(send(f"http://{PUBLIC_IP}/0"))
