@@ -117,9 +117,12 @@ drill-llm-faults: $(STAMP)
 ## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
 MUTATION_BUDGET_MINUTES ?= 120
 MUTATION_MODULES ?=
+# e.g. MUTATION_SAMPLE=100: that many mutants per module, spread over it (an estimate).
+MUTATION_SAMPLE ?=
 mutation: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,mutation]'
-	$(PY) -m bench.mutation --budget-minutes $(MUTATION_BUDGET_MINUTES) \
+	nice -n 10 $(PY) -m bench.mutation --budget-minutes $(MUTATION_BUDGET_MINUTES) \
+		$(if $(MUTATION_SAMPLE),--sample $(MUTATION_SAMPLE)) \
 		$(foreach m,$(MUTATION_MODULES),--module $(m))
 
 clean:

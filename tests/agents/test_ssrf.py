@@ -57,6 +57,8 @@ WRAPS_LOOPBACK = "an IPv6 address wrapping 127.0.0.1 (a loopback address)"
         ("http://127.0.0.1/", f"host '127.0.0.1' is 127.0.0.1, {LOOPBACK}"),
         ("http://127.0.0.1./", f"host '127.0.0.1.' is 127.0.0.1, {LOOPBACK}"),
         ("http://2130706433/", f"host '2130706433' is 127.0.0.1, {LOOPBACK}"),
+        # one number and a trailing dot is still a literal, never a name to look up
+        ("http://2130706433./", f"host '2130706433.' is 127.0.0.1, {LOOPBACK}"),
         ("http://0x7f000001/", f"host '0x7f000001' is 127.0.0.1, {LOOPBACK}"),
         ("http://0X7F.0.0.1/", f"host '0x7f.0.0.1' is 127.0.0.1, {LOOPBACK}"),
         ("http://0x7f.1/", f"host '0x7f.1' is 127.0.0.1, {LOOPBACK}"),
@@ -369,6 +371,36 @@ def test_303_redirect_switches_to_get_and_drops_body() -> None:
     assert seen == [("POST", b'{"a":1}'), ("GET", b"")]
 
 
+@pytest.mark.parametrize("status_code", [301, 302])
+def test_301_and_302_turn_a_post_into_a_get_without_body(status_code: int) -> None:
+    seen: list[tuple[str, bytes]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.content))
+        if request.url.path == "/start":
+            return redirect_to("/done", status_code=status_code)
+        return httpx.Response(200)
+
+    run_request(handler, method="POST", json={"a": 1})
+
+    assert seen == [("POST", b'{"a":1}'), ("GET", b"")]
+
+
+@pytest.mark.parametrize(("method", "status_code"), [("PUT", 301), ("HEAD", 303)])
+def test_other_methods_keep_their_method_on_a_redirect(method: str, status_code: int) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        if request.url.path == "/start":
+            return redirect_to("/done", status_code=status_code)
+        return httpx.Response(200)
+
+    run_request(handler, method=method)
+
+    assert seen == [method, method]
+
+
 def test_307_redirect_keeps_method_and_body() -> None:
     seen: list[tuple[str, bytes]] = []
 
@@ -544,3 +576,36 @@ def test_body_exactly_at_limit_is_returned() -> None:
     response = run_request(handler, max_bytes=1024)
 
     assert response.body == b"z" * 1024
+
+
+def test_a_callers_follow_redirects_is_ignored_every_hop_is_still_checked() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/start":
+            return redirect_to("/next")
+        return httpx.Response(200, text="there")
+
+    response = run_request(handler, follow_redirects=True)
+
+    assert (response.body, response.redirects) == (b"there", 1)
+
+
+def test_three_redirects_are_followed_by_default_and_a_fourth_is_refused() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        hop = int(request.url.path.strip("/") or 0)
+        return redirect_to(f"/{hop + 1}") if hop < 4 else httpx.Response(200)
+
+    async def send(url: str) -> SafeResponse:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            return await ssrf_safe_request(
+                client,
+                "GET",
+                url,
+                exempt_hosts=frozenset(),
+                is_allowed_url=allow_everything,
+                max_bytes=100,
+                resolver=fake_resolver(PUBLIC_IP),
+            )
+
+    assert asyncio.run(send(f"http://{PUBLIC_IP}/1")).redirects == 3
+    with pytest.raises(TooManyRedirects):
+        asyncio.run(send(f"http://{PUBLIC_IP}/0"))

@@ -10,8 +10,14 @@ from django.utils import timezone
 
 from policies.models import Strategy, StrategyConfidenceEvent
 from policies.selectors import strategies_citable
-from policies.services import confidence_next, run_outcomes_record, strategy_outcome_record
-from reviews.models import ReviewItem
+from policies.services import (
+    confidence_next,
+    run_ended,
+    run_outcomes_record,
+    strategy_evidence_record,
+    strategy_outcome_record,
+)
+from reviews.models import AuditLog, ReviewItem
 from traces.models import Step, Trace
 from traces.services import trace_create
 
@@ -45,6 +51,8 @@ def test_a_strategy_that_makes_things_worse_is_deprecated_within_three_applicati
     assert strategy.confidence == pytest.approx(0.25)
     assert strategy.status == Strategy.Status.DEPRECATED
     assert strategy.applications == 3
+    deprecated = AuditLog.objects.get(action="strategy.deprecate")
+    assert deprecated.details == {"confidence": 0.25, "trace": ""}
 
 
 def test_two_consecutive_failures_send_it_to_review_once(make_strategy: Any) -> None:
@@ -54,6 +62,28 @@ def test_two_consecutive_failures_send_it_to_review_once(make_strategy: Any) -> 
     strategy = strategy_outcome_record(strategy_id=strategy.pk, success=False)
     assert strategy.needs_review
     assert ReviewItem.objects.filter(strategy=strategy, reason="consecutive_failures").count() == 1
+    assert AuditLog.objects.get(action="strategy.send_to_review").details == {"trace": ""}
+
+
+@pytest.mark.parametrize(
+    ("passed", "reason", "confidence"),
+    [(True, "replay passed", 0.75), (False, "replay failed", 0.55)],
+)
+def test_a_replay_moves_confidence_with_an_event_not_tied_to_a_run(
+    make_strategy: Any, passed: bool, reason: str, confidence: float
+) -> None:
+    strategy = strategy_evidence_record(strategy_id=make_strategy().pk, passed=passed)
+
+    assert strategy.confidence == confidence and strategy.applications == 0
+    assert _history(strategy) == [(0.7, confidence, reason)]
+    assert StrategyConfidenceEvent.objects.get(strategy=strategy).trace_id is None
+
+
+def test_every_success_is_counted(make_strategy: Any) -> None:
+    strategy = make_strategy()
+    for _ in range(2):
+        strategy = strategy_outcome_record(strategy_id=strategy.pk, success=True)
+    assert (strategy.applications, strategy.successes) == (2, 2)
 
 
 def test_a_success_resets_the_failure_streak(make_strategy: Any) -> None:
@@ -168,6 +198,25 @@ def test_a_step_that_succeeded_counts_only_when_the_run_ends_with_a_grounded_ans
     assert run_outcomes_record(trace_id=str(trace.pk)) == {adapter.pk: success}
 
 
+def test_the_end_of_a_run_scores_the_strategies_it_applied(
+    make_strategy: Any, support_agent: Any
+) -> None:
+    adapter = make_strategy()
+    trace = _scored_run(
+        support_agent,
+        [(True, "", [{"id": adapter.pk, "kind": "adapter"}])],
+        outcome="answered_from_data",
+    )
+
+    run_ended(trace_id=str(trace.pk))
+
+    adapter.refresh_from_db()
+    assert (adapter.applications, adapter.successes, adapter.confidence) == (1, 1, 0.75)
+    assert list(
+        StrategyConfidenceEvent.objects.filter(strategy=adapter).values_list("trace_id", flat=True)
+    ) == [trace.pk]
+
+
 @pytest.mark.parametrize(("outcome", "success"), [("answered_from_data", True), ("failed", False)])
 def test_a_validation_rule_is_scored_on_the_runs_where_it_blocked_a_call(
     make_strategy: Any, support_agent: Any, outcome: str, success: bool
@@ -195,6 +244,58 @@ def test_a_validation_rule_is_scored_on_the_runs_where_it_blocked_a_call(
     assert run_outcomes_record(trace_id=str(trace.pk)) == {rule.pk: success}
     other.refresh_from_db()
     assert other.applications == 0
+
+
+@pytest.mark.parametrize(
+    ("target", "step_error", "outcome", "success"),
+    [
+        # the run answered, but the error the hint is there to prevent happened on the way
+        ("TIMEOUT", "TIMEOUT", "answered_from_data", False),
+        ("TIMEOUT", "RATE_LIMITED", "answered_from_data", True),
+        # without the error but without an answer either
+        ("TIMEOUT", "RATE_LIMITED", "failed", False),
+        # a hint tied to no error type: an answered run without errors is its success
+        ("", "", "answered_from_data", True),
+    ],
+)
+def test_a_prompt_hint_succeeds_on_an_answered_run_without_its_error(
+    make_strategy: Any,
+    support_agent: Any,
+    target: str,
+    step_error: str,
+    outcome: str,
+    success: bool,
+) -> None:
+    hint = make_strategy(
+        kind="prompt_hint", branch={"text": "Wait before retrying."}, error_type=target
+    )
+    trace = _scored_run(
+        support_agent,
+        [(True, "", [{"id": hint.pk, "kind": "prompt_hint", "error_type": target}])],
+        outcome=outcome,
+    )
+    Step.objects.filter(trace=trace).update(error_type=step_error)
+
+    assert run_outcomes_record(trace_id=str(trace.pk)) == {hint.pk: success}
+
+
+def test_a_validation_rule_is_not_scored_on_a_call_that_failed_for_another_reason(
+    make_strategy: Any, support_agent: Any
+) -> None:
+    rule = make_strategy(
+        kind="validation_rule",
+        branch={"tool": "search_products", "schema": {"required": ["q"]}},
+        error_type="MISSING_REQUIRED_FIELD",
+    )
+    applied = [{"id": rule.pk, "kind": "validation_rule"}]
+    # The rule checked the call and let it through; the tool then failed on its own.
+    trace = _scored_run(
+        support_agent, [(False, "HTTP 500: upstream down", applied)], outcome="failed"
+    )
+
+    assert run_outcomes_record(trace_id=str(trace.pk)) == {}
+    rule.refresh_from_db()
+    assert (rule.applications, rule.confidence) == (0, 0.7)
 
 
 def _history(strategy: Strategy) -> list[tuple[float, float, str]]:

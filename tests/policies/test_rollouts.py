@@ -17,7 +17,7 @@ from policies.rollouts import (
     rollouts_evaluate,
 )
 from policies.selectors import runtime_policy_cache_clear, runtime_policy_for_run
-from policies.services import strategy_activate
+from policies.services import policy_members_with, strategy_activate
 from reviews.models import AuditLog
 from traces.models import Trace
 
@@ -387,3 +387,39 @@ def test_concurrent_approvals_open_one_rollout_and_the_other_waits(make_strategy
     waiting = next(s for s in strategies if s.pk not in started)
     waiting.refresh_from_db()
     assert waiting.status == "approved"
+
+
+def test_publishing_is_audited_with_how_it_was_published(
+    stable: PolicyVersion, make_strategy: Any, ops_user: Any
+) -> None:
+    assert list(
+        AuditLog.objects.filter(action="strategy.activate").values_list("details", flat=True)
+    ) == [{"version": stable.number}]
+
+    strategy = make_strategy(status=Strategy.Status.IN_REVIEW)
+    strategy_activate(strategy=strategy, actor=ops_user, author_kind="reviewer")
+
+    approved = AuditLog.objects.get(action="strategy.approve")
+    assert (approved.target, approved.actor) == (strategy.label, ops_user)
+    assert approved.details == {"author_kind": "reviewer", "publish": "canary"}
+
+
+def test_a_new_version_leaves_out_the_members_deprecated_or_rejected_since(
+    stable: PolicyVersion, make_strategy: Any
+) -> None:
+    (kept,) = stable.strategies.all()
+    gone = make_strategy(
+        branch={"tool": "search_products", "field": "query", "transform": "strip"},
+        status=Strategy.Status.ACTIVE,
+    )
+    stable.strategies.add(gone)
+    gone.status = Strategy.Status.DEPRECATED
+    gone.save(update_fields=["status"])
+    newcomer = make_strategy(
+        branch={"tool": "get_customer", "field": "email", "transform": "strip"},
+        status=Strategy.Status.IN_REVIEW,
+    )
+
+    members, replaced = policy_members_with(current=stable, strategy=newcomer)
+
+    assert (members, replaced) == ([kept, newcomer], [])

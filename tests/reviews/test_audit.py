@@ -139,6 +139,24 @@ def test_a_malformed_cursor_or_date_is_ignored(admin_role_user: Any) -> None:
     assert _targets(page.content.decode()) == ["S1", "S0"]
 
 
+@pytest.mark.parametrize(
+    ("pk", "honoured"),
+    [("999999999999999999", True), ("1000000000000000000", False), ("12x", False)],
+)
+def test_a_cursor_id_is_honoured_up_to_eighteen_digits(
+    admin_role_user: Any, pk: str, honoured: bool
+) -> None:
+    """A cursor older than every entry leaves nothing after it; one whose id is not a
+    number of at most 18 digits (the column is a bigint) is ignored: the first page."""
+    _entries(2)
+    before_all = (timezone.now() - timedelta(days=2)).isoformat()
+
+    page = _client(admin_role_user).get("/reviews/audit/", {"after": f"{before_all}~{pk}"})
+
+    assert page.status_code == 200
+    assert _targets(page.content.decode()) == ([] if honoured else ["S1", "S0"])
+
+
 def test_an_empty_result_says_how_to_widen_it(admin_role_user: Any) -> None:
     page = _client(admin_role_user).get("/reviews/audit/?action=nothing.like.this").content.decode()
 

@@ -27,6 +27,24 @@ def test_a_thumbs_down_opens_one_review_item_naming_the_run(
     assert AuditLog.objects.filter(action="review.open").count() == 1
 
 
+def test_a_thumbs_down_reopens_only_a_thumbs_down_item_waiting_for_evidence(
+    run: Trace, support_user: Any
+) -> None:
+    # An item of another kind about the same run waits for evidence: a vote is not that.
+    other = ReviewItem.objects.create(
+        trace=run,
+        reason=ReviewItem.Reason.NEGATIVE_FEEDBACK,
+        status=ReviewItem.Status.NEEDS_EVIDENCE,
+    )
+
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="down")
+
+    other.refresh_from_db()
+    assert other.status == ReviewItem.Status.NEEDS_EVIDENCE
+    opened = ReviewItem.objects.get(reason=ReviewItem.Reason.THUMBS_DOWN)
+    assert opened.status == ReviewItem.Status.OPEN
+
+
 def test_a_thumbs_up_opens_nothing(run: Trace, support_user: Any) -> None:
     feedback_submit(trace_id=str(run.pk), user=support_user, rating="up")
     assert not ReviewItem.objects.exists()

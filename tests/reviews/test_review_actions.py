@@ -20,7 +20,9 @@ from reviews.services import (
     feedback_submit,
     review_item_approve,
     review_item_edit_approve,
+    review_item_reject,
     review_item_request_evidence,
+    strategy_edit_replay,
 )
 from traces.models import Feedback, Trace
 
@@ -160,6 +162,8 @@ def test_evidence_then_reopen_through_the_page_and_a_second_reopen_is_a_conflict
     page = response.content.decode()
     assert f"review {proposal.pk} is open, not waiting for evidence" in page
     assert _actions() == ["review.request_evidence", "review.reopen"]
+    asked = AuditLog.objects.get(action="review.request_evidence")
+    assert asked.details == {"reason": "low_confidence", "note": "one run is not enough"}
 
 
 def test_assigning_through_the_page_sets_and_clears_the_assignee(
@@ -170,9 +174,14 @@ def test_assigning_through_the_page_sets_and_clears_the_assignee(
     proposal.refresh_from_db()
     assert proposal.assigned_to == reviewer2
 
+    # The item page offers the reviewers, with the current assignee chosen.
+    page = ops_client.get(f"/reviews/{proposal.pk}/").content.decode()
+    assert f'<option value="{reviewer2.pk}" selected>piet</option>' in page
+
     # Support does not review: the form does not offer them, so the post is refused.
     response = ops_client.post(f"/reviews/{proposal.pk}/assign/", {"assignee": support_user.pk})
     assert response.status_code == 400
+    assert "Select a valid choice." in response.content.decode()
     proposal.refresh_from_db()
     assert proposal.assigned_to == reviewer2
 
@@ -335,6 +344,28 @@ def test_an_edit_with_no_matching_recorded_failure_cannot_be_replayed(
     assert _strategy(item).branch == RULE
     item.refresh_from_db()
     assert item.status == ReviewItem.Status.OPEN and not AuditLog.objects.exists()
+
+
+def test_a_rule_learned_from_no_recorded_failure_names_what_is_missing_in_general_words(
+    make_strategy: Any,
+) -> None:
+    # No error type on the strategy, no tool in the edited branch, no source runs.
+    strategy = make_strategy(kind="prompt_hint", branch={"text": "Ask first."}, error_type="")
+    edit = StrategyEdit(root_cause="vague", strategy_update="ask", branch={"text": "Ask."})
+
+    assert strategy_edit_replay(strategy=strategy, edit=edit) == (
+        False,
+        "no recorded failure of its tool among the runs it was learned from, "
+        "so the edit cannot be replayed",
+    )
+
+
+def test_a_rejection_without_a_reason_is_refused(proposal: ReviewItem, ops_user: Any) -> None:
+    with pytest.raises(ValueError, match="a rejection needs a reason"):
+        review_item_reject(item_id=proposal.pk, user=ops_user)
+
+    proposal.refresh_from_db()
+    assert proposal.status == ReviewItem.Status.OPEN and not AuditLog.objects.exists()
 
 
 def test_only_a_proposed_strategy_can_be_edited(make_strategy: Any, ops_user: Any) -> None:

@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from policies.models import PolicyVersion, Strategy
+from policies.models import PolicyVersion, Strategy, StrategyConfidenceEvent
 from policies.reflexion import reflexion_run
 from policies.services import policy_members_with, strategy_activate, strategy_outcome_record
 from reviews.models import AuditLog, ReviewItem
@@ -174,6 +174,8 @@ def test_approving_under_the_canary_default_says_what_the_canary_serves(
             SimpleNamespace(pk=7, percent=5, version=PolicyVersion(number=5)),
             "published as version v5, a canary on 5% (rollout 7)",
         ),
+        # anything without a version number is quoted as it is
+        ("as a draft", "published: as a draft"),
     ],
 )
 def test_what_strategy_activate_returns_reads_as_words(result: Any, label: str) -> None:
@@ -194,6 +196,8 @@ def test_an_edit_is_replayed_then_published_and_audited(
 
     strategy = _strategy(item)
     assert strategy.branch == STRICTER and strategy.status == Strategy.Status.ACTIVE
+    # the columns the policy selects by follow the edited branch
+    assert strategy.tool_name == STRICTER["tool"] == "search_products"
     assert "rejects the recorded input" in strategy.replay_detail
     version = PolicyVersion.objects.get(is_active=True)
     assert "minLength: 2" in version.document
@@ -335,6 +339,22 @@ def test_auto_merge_publishes_confident_replayed_strategies_only(
 
 
 # --- pages --------------------------------------------------------------------------------
+
+
+def test_the_item_page_shows_the_last_twenty_confidence_moves_of_how_many(
+    client: Client, proposal: ReviewItem, ops_user: Any
+) -> None:
+    StrategyConfidenceEvent.objects.bulk_create(
+        StrategyConfidenceEvent(
+            strategy=proposal.strategy, old=0.7, new=0.7, reason="replay passed"
+        )
+        for _ in range(23)
+    )
+    client.force_login(ops_user)
+
+    page = client.get(f"/reviews/{proposal.pk}/").content.decode()
+
+    assert "The last 20 of 23 changes;" in page
 
 
 def test_the_item_page_reads_as_words_and_shows_what_approving_publishes(

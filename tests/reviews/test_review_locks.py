@@ -53,6 +53,47 @@ def _locked(item: ReviewItem, user: Any, *, age: timedelta) -> None:
     ReviewItem.objects.filter(pk=item.pk).update(locked_at=timezone.now() - age)
 
 
+def test_the_item_page_says_until_when_the_lock_holds(
+    item: ReviewItem, ops_user: Any, other: Any, client: Any
+) -> None:
+    _locked(item, ops_user, age=timedelta(minutes=5))
+    item.refresh_from_db()
+    until = timezone.localtime(item.locked_at + LOCK).strftime("%H:%M")
+
+    client.force_login(other)
+    page = client.get(f"/reviews/{item.pk}/").content.decode()
+    assert f"once they leave it for 15 minutes (after {until})." in page
+
+    client.force_login(ops_user)
+    page = client.get(f"/reviews/{item.pk}/").content.decode()
+    # Opening it again renews the holder's lock: 15 minutes from now.
+    item.refresh_from_db()
+    renewed = timezone.localtime(item.locked_at + LOCK).strftime("%H:%M")
+    assert f"You hold this item's lock until {renewed}:" in page
+
+
+def test_the_item_page_links_the_open_neighbours_except_ones_others_hold(
+    make_strategy: Any, ops_user: Any, other: Any, client: Any
+) -> None:
+    first, held, middle, last = (
+        ReviewItem.objects.create(
+            strategy=make_strategy(status=Strategy.Status.IN_REVIEW),
+            reason=ReviewItem.Reason.LOW_CONFIDENCE,
+        )
+        for _ in range(4)
+    )
+    client.force_login(ops_user)
+    # The reviewer opened the first item (and holds its lock); a colleague holds another.
+    client.get(f"/reviews/{first.pk}/")
+    _locked(held, other, age=timedelta(minutes=1))
+
+    page = client.get(f"/reviews/{middle.pk}/").content.decode()
+
+    assert f'<a href="/reviews/{first.pk}/" rel="prev">' in page
+    assert f'<a href="/reviews/{last.pk}/" rel="next">' in page
+    assert f"/reviews/{held.pk}/" not in page
+
+
 @pytest.mark.parametrize("decide", [review_item_approve, review_item_reject])
 def test_a_fresh_lock_keeps_others_out_until_it_expires(
     item: ReviewItem, ops_user: Any, other: Any, decide: Any

@@ -35,6 +35,8 @@ RULES = compile_rules(DEFAULT_ERROR_RULES)
             "TYPE_MISMATCH",
         ),
         (ErrorEvent("http", 400, body="order_id must be an integer"), "TYPE_MISMATCH"),
+        # body patterns ignore case: APIs shout their errors too
+        (ErrorEvent("http", 422, body="Field 'q' Is Required"), "MISSING_REQUIRED_FIELD"),
         (
             ErrorEvent("http", 400, body='{"error":"missing_required_field","field":"q"}'),
             "MISSING_REQUIRED_FIELD",
