@@ -337,7 +337,8 @@ def _aware(value: str) -> datetime | None:
 def _cursor(value: str) -> tuple[datetime, int] | None:
     at, _, pk = value.rpartition("~")
     moment = _aware(at)
-    if moment is None or not pk.isdigit() or len(pk) > 18:
+    # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
+    if moment is None or not (pk.isascii() and pk.isdigit()) or len(pk) > 18:
         return None
     return moment, int(pk)
 

@@ -141,7 +141,13 @@ def test_a_malformed_cursor_or_date_is_ignored(admin_role_user: Any) -> None:
 
 @pytest.mark.parametrize(
     ("pk", "honoured"),
-    [("999999999999999999", True), ("1000000000000000000", False), ("12x", False)],
+    [
+        ("999999999999999999", True),
+        ("1000000000000000000", False),
+        ("12x", False),
+        ("\u00b2", False),  # a digit to str.isdigit(), not to int()
+        ("\u0661\u0662", False),  # Arabic-Indic digits: not an id of this log
+    ],
 )
 def test_a_cursor_id_is_honoured_up_to_eighteen_digits(
     admin_role_user: Any, pk: str, honoured: bool
