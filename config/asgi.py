@@ -2,9 +2,9 @@
 
 from django.core.asgi import get_asgi_application
 
-from config.shape import settings_select
+from config.shape import asgi_settings_select
 
-settings_select()
+asgi_settings_select()  # and no persistent database connections (see there)
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -7,7 +7,7 @@ sweeper, no periodic jobs), so two processes never sweep the same runs.
 
 from django.core.asgi import get_asgi_application
 
-from config.shape import settings_select
+from config.shape import asgi_settings_select
 
-settings_select()
+asgi_settings_select()  # and no persistent database connections (see there)
 application = get_asgi_application()

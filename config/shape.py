@@ -69,6 +69,20 @@ def settings_select(*, target: MutableMapping[str, str] | None = None) -> str:
     return module
 
 
+def asgi_settings_select(*, target: MutableMapping[str, str] | None = None) -> str:
+    """``settings_select`` for an ASGI server process: no persistent database connections.
+
+    Django's advice for ASGI. Each request runs its sync code on a thread of its own, so a
+    connection kept open per thread (``DB_CONN_MAX_AGE``, 60 s in production) is never
+    reused and piles up: 50 users exhausted PostgreSQL's 100 connections in
+    ``bench/web_load.py``. The Celery workers, whose threads live long, keep theirs.
+    """
+    target = os.environ if target is None else target
+    module = settings_select(target=target)
+    target["DB_CONN_MAX_AGE"] = "0"
+    return module
+
+
 def sandbox_port_for(environ_: Mapping[str, str]) -> str:
     """The port of the sandbox's own server process: SANDBOX_PORT, else PORT + 1."""
     explicit = environ_.get("SANDBOX_PORT")

@@ -173,3 +173,28 @@ def test_bin_serve_alone_on_a_fresh_installation_lets_the_demo_users_log_in(
             assert "Support assistant" in response.read().decode()
     finally:
         app_teardown(app)
+
+
+def test_production_web_keeps_no_database_connection_per_request(
+    production_server: ServedApp,
+) -> None:
+    # given an ops token and 48 requests at once to a page that reads the database
+    token = production_server.api_token("ops")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=48) as pool:
+        statuses = list(
+            pool.map(
+                lambda _: production_server.request("GET", "/api/traces/", token=token)[0],
+                range(48),
+            )
+        )
+    assert statuses == [200] * 48
+    # then, the requests answered, daphne holds no connection per request thread: what
+    # stays open is the worker's and beat's (persistent, one per thread that used one)
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres") as conn:
+        held = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state = 'idle'",
+            [production_server.database_name],
+        ).fetchone()
+    assert held is not None and held[0] < 24, (held, production_server.log_tail())
