@@ -85,6 +85,23 @@ def clock_not_left_patched() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def celery_current_app_kept() -> Iterator[None]:
+    """`shared_task`s (run_agent) resolve to Celery's *current* app, which any new
+    `Celery(...)` becomes unless made with `set_as_current=False`: a test that leaves its
+    own app current sends every later run to that app's broker and pools (a closed pool
+    failed three worker tests in CI). Fail that test, and make the project's app current."""
+    from celery import current_app
+
+    from config.celery import app as project_app
+
+    yield
+    leaked = current_app._get_current_object()
+    if leaked is not project_app:
+        project_app.set_current()
+        pytest.fail(f"the test left another Celery app current ({leaked!r})")
+
+
+@pytest.fixture(autouse=True)
 def embedded_worker_stopped() -> Iterator[None]:
     """A test that serves the ASGI app starts the embedded worker (its sweeper and periodic
     jobs run forever on the shared loop); stop it after the test, or it would sweep, and

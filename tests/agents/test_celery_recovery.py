@@ -201,7 +201,8 @@ def test_the_task_soft_limit_never_passes_the_hard_limit(
 
     limit = celery_soft_time_limit(run_soft=run_soft, run_hard=run_hard)
     assert limit == task_soft
-    app = Celery("limits", broker="memory://")
+    # not the current app: shared tasks (run_agent) would resolve to it for later tests
+    app = Celery("limits", broker="memory://", set_as_current=False)
 
     @app.task(soft_time_limit=limit, time_limit=run_hard, shared=False)
     def noop() -> None:
