@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 from django.db import connection, transaction
 
 from agents.models import KnowledgeArticle
+from traces.db_threads import db_async
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def kb_search(*, query: str, limit: int = 3) -> list[RetrievedDoc]:
 
 async def kb_asearch(query: str, limit: int = 3) -> list[RetrievedDoc]:
     """``kb_search`` for the Self-RAG loop; positional, as its ``search`` callable takes it."""
-    return await sync_to_async(kb_search)(query=query, limit=limit)
+    return await db_async(kb_search)(query=query, limit=limit)
 
 
 @transaction.atomic

@@ -15,10 +15,14 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
+from traces.db_threads import db_threads_bind
+
 
 class LoopRunner:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        # Its runs' database calls go to the bounded pool of connection-holding threads.
+        db_threads_bind(self.loop)
         self.pid = os.getpid()
         self.thread = threading.Thread(target=self._run, name="agent-loop-runner", daemon=True)
         self.thread.start()

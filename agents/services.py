@@ -9,7 +9,6 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
@@ -37,6 +36,7 @@ from agents.tool_catalog import SANDBOX_TOOLS
 from agents.tool_import import ToolImportError, ToolSpec, tools_import_parse
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
+from traces.db_threads import db_async
 from traces.models import Step, Trace
 from traces.recorder import RunConflict, step_to_record
 
@@ -534,7 +534,7 @@ async def run_execute(
     bookkeeping and Reflexion.
     """
     try:
-        loaded = await sync_to_async(_load_run)(trace_id)
+        loaded = await db_async(_load_run)(trace_id)
     except Trace.DoesNotExist:
         logger.warning("run.missing_trace", extra={"trace_id": trace_id})
         return None
@@ -559,9 +559,9 @@ async def run_execute(
         if policy is None:
             # The learning loop's resolver (agents.hooks): the version the run's bucket,
             # an open rollout or an A/B arm selects. The version it ran is recorded.
-            policy = await sync_to_async(policy_for_run)(trace)
+            policy = await db_async(policy_for_run)(trace)
         if policy.version != trace.policy_version:
-            await sync_to_async(trace_services.trace_set_policy)(
+            await db_async(trace_services.trace_set_policy)(
                 trace_id=trace_id, version=policy.version
             )
         llm = llm_client_build(backend=llm_backend or trace.llm_backend)
@@ -587,13 +587,13 @@ async def run_execute(
         logger.exception("run.crashed", extra={"trace_id": trace_id})
         if recorder.telemetry is not None:
             recorder.telemetry.end(error_type="UNKNOWN")
-        await sync_to_async(trace_services.trace_abort)(
+        await db_async(trace_services.trace_abort)(
             trace_id=trace_id, error_type="UNKNOWN", detail=f"{type(exc).__name__}: {exc}"
         )
         raise
     if recorder.telemetry is not None:
         recorder.telemetry.end(error_type=outcome.error_type)
-    await sync_to_async(trace_services.trace_finish)(
+    await db_async(trace_services.trace_finish)(
         trace_id=trace_id,
         status=outcome.status,
         final_answer=outcome.final_answer,
@@ -601,7 +601,7 @@ async def run_execute(
         outcome=outcome.outcome,
     )
     if reflect:
-        await sync_to_async(run_ended.send)(sender=Trace, trace_id=trace_id)
+        await db_async(run_ended.send)(sender=Trace, trace_id=trace_id)
     return outcome
 
 
@@ -609,7 +609,7 @@ async def _uses_selfrag(query: str) -> bool:
     """Policy and FAQ questions are answered from the knowledge base with Self-RAG."""
     if intent_detect(query) != Intent.POLICY:
         return False
-    return await KnowledgeArticle.objects.filter(is_published=True).aexists()
+    return await db_async(KnowledgeArticle.objects.filter(is_published=True).exists)()
 
 
 async def _react(
@@ -625,8 +625,8 @@ async def _react(
     customer_facts: list[str] = []
     if trace.customer_id:
         # What earlier runs learned, then what this question says (for the runs after it).
-        customer_facts = await sync_to_async(customer_facts_for)(customer_id=trace.customer_id)
-        await sync_to_async(customer_facts_learn)(
+        customer_facts = await db_async(customer_facts_for)(customer_id=trace.customer_id)
+        await db_async(customer_facts_learn)(
             customer_id=trace.customer_id, text=trace.query, trace_id=str(trace.pk)
         )
     async with httpx.AsyncClient(trust_env=False) as http_client:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from agents.models import ToolResultCache
+from traces.db_threads import db_async
 from traces.recorder import TraceRecorder
 from traces.redaction import redact_text, redact_value
 
@@ -20,7 +19,7 @@ class RunSink(TraceRecorder):
         self, signature: str, tool_name: str, arguments: dict[str, Any], body: str
     ) -> None:
         # One upsert statement: this runs after every successful call.
-        await ToolResultCache.objects.abulk_create(
+        await db_async(ToolResultCache.objects.bulk_create)(
             [
                 ToolResultCache(
                     signature=signature,
@@ -35,10 +34,10 @@ class RunSink(TraceRecorder):
         )
 
     async def cache_get(self, signature: str) -> str | None:
-        row = await ToolResultCache.objects.filter(signature=signature).afirst()
+        row = await db_async(ToolResultCache.objects.filter(signature=signature).first)()
         return row.body if row else None
 
     async def tool_suspend(self, tool_name: str, *, minutes: int, timeouts: int) -> None:
         from agents.services import tool_suspend
 
-        await sync_to_async(tool_suspend)(name=tool_name, minutes=minutes, timeouts=timeouts)
+        await db_async(tool_suspend)(name=tool_name, minutes=minutes, timeouts=timeouts)

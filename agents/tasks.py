@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from agents.services import run_enqueue, run_execute_blocking
+from traces.db_threads import db_call
 from traces.services import jobs_abandon_stale, trace_abort, traces_stuck
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,11 @@ def run_agent(trace_id: str) -> None:
         run_execute_blocking(trace_id=trace_id, timeout=settings.AGENT_RUN_HARD_TIME_LIMIT)
     except (SoftTimeLimitExceeded, TimeoutError):
         logger.warning("run.time_limit", extra={"trace_id": trace_id})
-        trace_abort(trace_id=trace_id, error_type="RUN_TIME_LIMIT", detail="task time limit")
+        # On the run loop's connection pool: when a limit strikes hundreds of task threads at
+        # once, their aborts queue there instead of each opening a connection of its own.
+        db_call(
+            trace_abort, trace_id=trace_id, error_type="RUN_TIME_LIMIT", detail="task time limit"
+        )
 
 
 @shared_task(name="agents.sweep_stuck_runs", ignore_result=True)

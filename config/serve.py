@@ -3,10 +3,10 @@
 Embedded shape: the web server (SQLite, runs on the in-process worker) and the sandbox
 shop's own server. Production shape (DATABASE_URL and REDIS_URL set): static files
 collected, `check --deploy` and the migration state reported, then the web server, the
-sandbox server, WORKERS Celery worker processes and Celery beat, all supervised
-(config/supervisor.py). Non-interactive; SIGTERM or SIGINT stops every child. Honours HOST,
-PORT, SANDBOX_PORT (PORT + 1), WORKERS and WORKER_CONCURRENCY, from the environment or
-`.env`.
+sandbox server, WORKERS Celery worker processes for runs, one for the learning loop and
+Celery beat, all supervised (config/supervisor.py). Non-interactive; SIGTERM or SIGINT stops
+every child. Honours HOST, PORT, SANDBOX_PORT (PORT + 1), WORKERS, WORKER_CONCURRENCY and
+LEARNER_CONCURRENCY, from the environment or `.env`.
 """
 
 from __future__ import annotations
@@ -56,21 +56,37 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
     if not celery:
         return [web, sandbox]
     workers = int(environ_.get("WORKERS") or 2)
-    concurrency = environ_.get("WORKER_CONCURRENCY") or "100"
+    concurrency = environ_.get("WORKER_CONCURRENCY") or "500"
     children = [web, sandbox]
     for number in range(1, workers + 1):
-        # Threads pool: each task hands its run to the process's event loop, so one worker
-        # process holds many runs in flight while they wait on the model.
+        # Run workers: each task thread hands its run to the process's event loop and waits
+        # (acks_late: the message is acknowledged once the run is terminal). A waiting
+        # thread costs memory, not a connection: the runs' database calls share the loop's
+        # bounded pool (AGENT_DB_THREADS), so one process holds hundreds of runs in flight.
         children.append(
             Child(
                 name=f"worker{number}",
                 argv=[
                     *(python, "-m", "celery", "-A", "config", "worker"),
-                    *("-Q", "agents,reflexion,default", "-P", "threads", "-c", concurrency),
+                    *("-Q", "agents", "-P", "threads", "-c", concurrency),
                     *("-n", f"worker{number}@%h", "--loglevel=INFO"),
                 ],
             )
         )
+    # The learning loop (Reflexion, replays, rollout checks, the stuck-run sweep) works in
+    # its task threads, each with a connection: its own process with a few threads, so a
+    # burst of failed runs neither opens a connection per run nor delays the runs.
+    children.append(
+        Child(
+            name="learner",
+            argv=[
+                *(python, "-m", "celery", "-A", "config", "worker"),
+                *("-Q", "reflexion,default", "-P", "threads"),
+                *("-c", environ_.get("LEARNER_CONCURRENCY") or "4"),
+                *("-n", "learner@%h", "--loglevel=INFO"),
+            ],
+        )
+    )
     children.append(
         Child(
             name="beat",

@@ -102,6 +102,17 @@ def celery_current_app_kept() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def db_pool_threads_closed() -> Iterator[None]:
+    """Runs on the process's loop write through a pool of threads that keep their
+    connections (``traces.db_threads``): close them after each test, so none stays open on
+    a database a later test flushes or the session drops."""
+    yield
+    from traces.db_threads import db_threads_close
+
+    db_threads_close()
+
+
+@pytest.fixture(autouse=True)
 def embedded_worker_stopped() -> Iterator[None]:
     """A test that serves the ASGI app starts the embedded worker (its sweeper and periodic
     jobs run forever on the shared loop); stop it after the test, or it would sweep, and

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from traces.db_threads import db_async
 from traces.models import ErrorRule, ErrorType
 
 
@@ -247,8 +248,7 @@ def error_rules_load() -> list[CompiledRule]:
 
 
 async def error_rules_aload() -> list[CompiledRule]:
-    rows = [dict(row) async for row in ErrorRule.objects.filter(enabled=True).values(*RULE_FIELDS)]
-    return compile_rules(rows)
+    return await db_async(error_rules_load)()
 
 
 def errorrules_seed_defaults() -> int:

@@ -10,10 +10,10 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from traces.db_threads import db_async
 from traces.live import steps_publish
 from traces.models import Step
 from traces.records import StepRecord
@@ -90,12 +90,12 @@ class StepBatcher:
         while self.pending:
             batch, self.pending = self.pending[: self.max_batch], self.pending[self.max_batch :]
             try:
-                await sync_to_async(_insert_batch)([step for step, _ in batch])
+                await db_async(_insert_batch)([step for step, _ in batch])
             except IntegrityError:
                 # One bad row fails the transaction: retry singly so only its run hears.
                 for step, future in batch:
                     try:
-                        await sync_to_async(_insert_batch)([step])
+                        await db_async(_insert_batch)([step])
                     except Exception as exc:  # reported to the run that wrote it
                         _settle(future, exc=exc)
                     else:
@@ -189,16 +189,16 @@ class TraceRecorder:
             self.telemetry.step(record)
 
     async def recorded_tool_call(self, idempotency_key: str) -> StepRecord | None:
-        step = await Step.objects.filter(idempotency_key=idempotency_key).afirst()
+        step = await db_async(Step.objects.filter(idempotency_key=idempotency_key).first)()
         return step_to_record(step) if step else None
 
     async def tool_recent_timeouts(self, tool_name: str) -> int:
         since = timezone.now() - timedelta(hours=1)
         # Count calls, not rows: a failed call an error handler took over is recorded twice,
         # and replays are not traffic.
-        return await (
+        return await db_async(
             Step.objects.filter(tool_name=tool_name, error_type="TIMEOUT", created_at__gte=since)
             .filter(details__auxiliary__isnull=True)  # "exclude(=True)" drops missing keys
             .exclude(trace__source="replay")
-            .acount()
-        )
+            .count
+        )()

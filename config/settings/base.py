@@ -78,6 +78,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
+# Threads (each holding one connection) that serve the database calls of the runs on a
+# process's event loop; 0 = by engine: 8 on PostgreSQL, 1 on SQLite (traces.db_threads).
+AGENT_DB_THREADS = env.int("AGENT_DB_THREADS", default=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

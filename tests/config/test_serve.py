@@ -117,6 +117,7 @@ def test_the_children_honour_host_port_workers_and_concurrency():
         ("worker1", True),
         ("worker2", True),
         ("worker3", True),
+        ("learner", True),
         ("beat", True),
     ]
     web_argv = " ".join(children[0].argv)
@@ -129,7 +130,10 @@ def test_the_children_honour_host_port_workers_and_concurrency():
         "7000"
     )
     worker_argv = " ".join(children[3].argv)
-    assert "-P threads -c 7 -n worker2@%h" in worker_argv
+    assert "-Q agents -P threads -c 7 -n worker2@%h" in worker_argv
+    # the learning loop has its own process, a few threads: runs never wait behind it
+    learner_argv = " ".join(children[5].argv)
+    assert "-Q reflexion,default -P threads -c 4 -n learner@%h" in learner_argv
 
 
 def test_the_embedded_shape_runs_the_web_server_and_the_sandbox():
