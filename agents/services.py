@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import httpx
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
@@ -20,6 +19,7 @@ from agents.credentials import ToolAuthInvalid, tool_auth_parse
 from agents.endpoints import endpoint_template_problem, sandbox_base_url
 from agents.executor import ToolExecutor, ToolSnapshot
 from agents.hooks import policy_for_run
+from agents.http_clients import tool_http_client
 from agents.intents import Intent, intent_detect
 from agents.knowledge import kb_asearch
 from agents.llm.factory import llm_client_build
@@ -629,7 +629,7 @@ async def _react(
         await db_async(customer_facts_learn)(
             customer_id=trace.customer_id, text=trace.query, trace_id=str(trace.pk)
         )
-    async with httpx.AsyncClient(trust_env=False) as http_client:
+    async with tool_http_client() as http_client:
         run = AgentRun(
             trace_id=str(trace.pk),
             query=trace.query,

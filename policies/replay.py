@@ -36,6 +36,7 @@ from agents.executor import (
     ValidatedCall,
     ValidationFailure,
 )
+from agents.http_clients import tool_http_client
 from agents.policy_runtime import (
     ERROR_HANDLER_ACTIONS,
     AdapterRule,
@@ -102,7 +103,7 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
 
     tools = await sync_to_async(tool_snapshots)(agent_id=facts.agent_id)
     branch = proposal.branch
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with tool_http_client() as client:
         executor = ToolExecutor(
             tools=tools,
             http_client=client,
@@ -413,7 +414,7 @@ async def _paired_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool,
     rules = await error_rules_aload()
     context = await sync_to_async(_repair_context)(facts)
     pairs: list[tuple[bool, bool]] = []
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with tool_http_client() as client:
         executor = _executor(tools, client)
         # A random fault came from a call that went out: its recorded arguments are those it
         # sent, after the live adapters, and are sent again as they were.
@@ -591,7 +592,7 @@ async def _regression_replay(proposal: Proposal, facts: FailureFacts) -> tuple[b
     tools = await sync_to_async(tool_snapshots)(agent_id=facts.agent_id)
     broken: list[str] = []
     counts = {"kept": 0, "passed": 0, "inconclusive": 0, "invalid": 0, "stale": 0}
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with tool_http_client() as client:
         executor = _executor(tools, client)
         for step in good:
             arguments = dict(step.action_input or {})
@@ -747,7 +748,7 @@ async def _amendment_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bo
     amended = replace(tool, params_schema=schema_amend(tool.params_schema, (amendment,)))
     if not validate_arguments(schema=tool.params_schema, arguments=facts.action_input):
         return False, "the tool's own schema already accepts the recorded input"
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with tool_http_client() as client:
         executor = ToolExecutor(
             tools={**tools, facts.tool: amended},
             http_client=client,
