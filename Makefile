@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web crash-drill drill-llm-faults mutation clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web bench-e2e crash-drill drill-llm-faults mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -106,6 +106,11 @@ bench-web: $(STAMP)
 
 ## Crash drill: SIGKILL the production shape's worker 20 times while 40 runs open returns;
 ## 0 lost runs, 0 lost or duplicated Steps, 0 repeated side effects (bench/crash_drill.py).
+## 500 runs posted through the API of the production shape (one run worker), 1 s per model
+## call; time to all terminal against the ideal, runs/s, latency, RSS, sessions opened.
+bench-e2e: $(STAMP)
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m bench.e2e_runs --runs 500 --model-latency 1
+
 crash-drill: $(STAMP)
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m bench.crash_drill --runs 40 --kills 20
 

@@ -43,6 +43,7 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
         name="web",
         argv=[python, "-m", "daphne", "-b", host, "-p", port, "config.asgi:application"],
         restart=False,
+        env=_named("web"),
     )
     # The sandbox shop is an external API to the agents: its own server process, so that
     # tool calls do not compete with the console for the web process.
@@ -52,6 +53,7 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
             *(python, "-m", "daphne", "-b", host, "-p", sandbox_port_for(environ_)),
             "config.asgi_sandbox:application",
         ],
+        env=_named("sandbox"),
     )
     if not celery:
         return [web, sandbox]
@@ -71,6 +73,7 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
                     *("-Q", "agents", "-P", "threads", "-c", concurrency),
                     *("-n", f"worker{number}@%h", "--loglevel=INFO"),
                 ],
+                env=_named(f"worker{number}"),
             )
         )
     # The learning loop (Reflexion, replays, rollout checks, the stuck-run sweep) works in
@@ -85,6 +88,7 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
                 *("-c", environ_.get("LEARNER_CONCURRENCY") or "4"),
                 *("-n", "learner@%h", "--loglevel=INFO"),
             ],
+            env=_named("learner"),
         )
     )
     children.append(
@@ -94,9 +98,16 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
                 *(python, "-m", "celery", "-A", "config", "beat", "--loglevel=WARNING"),
                 *("--schedule", str(BASE_DIR / "var" / "celerybeat-schedule")),
             ],
+            env=_named("beat"),
         )
     )
     return children
+
+
+def _named(child: str) -> dict[str, str]:
+    # Its PostgreSQL sessions carry the child's name (pg_stat_activity.application_name), so
+    # an operator sees which process holds which connections.
+    return {"DB_APPLICATION_NAME": f"agentops-{child}"}
 
 
 def _manage(*args: str) -> subprocess.CompletedProcess[bytes]:

@@ -29,6 +29,8 @@ class Child:
     name: str
     argv: Sequence[str]
     restart: bool = True
+    # Variables of this child only (its database application_name, for one).
+    env: Mapping[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     starts: int = 0
@@ -81,7 +83,10 @@ class Supervisor:
         # Its own session: a Ctrl-C in the terminal reaches only the supervisor, which
         # then stops every child once, in order, and can kill a child's whole group.
         child.process = subprocess.Popen(
-            list(child.argv), env=self.env, start_new_session=True, preexec_fn=_die_with_parent
+            list(child.argv),
+            env={**self.env, **child.env},
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         child.started_at = self.clock()
         child.starts += 1

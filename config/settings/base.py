@@ -78,6 +78,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=0)
+
+
+def database_named(database: dict) -> dict:
+    """PostgreSQL sessions carry the process's name (``pg_stat_activity.application_name``):
+    bin/serve gives each child its own (agentops-web, agentops-worker1, ...)."""
+    if database["ENGINE"] == "django.db.backends.postgresql":
+        database.setdefault("OPTIONS", {})["application_name"] = env.str(
+            "DB_APPLICATION_NAME", default="agentops"
+        )
+    return database
+
+
+database_named(DATABASES["default"])
 # Threads (each holding one connection) that serve the database calls of the runs on a
 # process's event loop; 0 = by engine: 8 on PostgreSQL, 1 on SQLite (traces.db_threads).
 AGENT_DB_THREADS = env.int("AGENT_DB_THREADS", default=0)

@@ -11,11 +11,11 @@ import os
 from config.shape import secret_key_required
 
 from .base import *  # noqa: F403
-from .base import BASE_DIR, env
+from .base import BASE_DIR, database_named, env
 
 DEBUG = False
 SECRET_KEY = secret_key_required(os.environ)
-DATABASES = {"default": env.db("DATABASE_URL")}
+DATABASES = {"default": database_named(env.db("DATABASE_URL"))}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 REDIS_URL = env("REDIS_URL")
 CELERY_BROKER_URL = REDIS_URL
