@@ -2,9 +2,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agents.credentials import ToolAuthInvalid, tool_auth_parse
 from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool, ToolAlert, ToolResultCache
 from agents.services import tool_unsuspend
+from agents.tools.credentials import ToolAuthInvalid, tool_auth_parse
 
 
 @admin.register(Agent)

@@ -7,3 +7,8 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents import checks  # noqa: F401  (registers the system checks)
+        from agents.external_runs import external_agent_ids
+        from traces.otlp import external_agent_resolver_register
+
+        # Runs ingested over OTLP are filed under Agent rows; the store may not import them.
+        external_agent_resolver_register(external_agent_ids)

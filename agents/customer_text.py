@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agents.executor import ExecutorCode
+from agents.tools.executor import ExecutorCode
 from traces.models import ErrorType
 
 # Codes the runtime, the executor and the classifier use for what went wrong.

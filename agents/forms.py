@@ -4,13 +4,13 @@ from typing import Any
 from django import forms
 from jsonschema import Draft202012Validator, SchemaError
 
-from agents.endpoints import endpoint_template_problem
 from agents.models import Agent, Tool
 from agents.query_validation import (
     CUSTOMER_ID_MESSAGE,
     CUSTOMER_ID_PATTERN,
     validate_query_length,
 )
+from agents.tools.endpoints import endpoint_template_problem
 
 
 class ChatForm(forms.Form):
@@ -122,7 +122,7 @@ class ToolImportForm(forms.Form):
     origin = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
 
     def clean(self) -> dict[str, Any]:
-        from agents.tool_import import MAX_DOCUMENT_BYTES
+        from agents.tools.tool_import import MAX_DOCUMENT_BYTES
 
         cleaned = super().clean() or {}
         upload = cleaned.get("file")

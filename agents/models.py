@@ -10,8 +10,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.credentials import ToolAuthInvalid, tool_auth_parse
-from agents.endpoints import endpoint_template_problem
+from agents.tools.credentials import ToolAuthInvalid, tool_auth_parse
+from agents.tools.endpoints import endpoint_template_problem
 
 
 class Agent(models.Model):
@@ -132,7 +132,7 @@ class Tool(models.Model):
             raise ValidationError({"auth": "Only HTTP tools send credentials."})
         if not isinstance(self.params_schema, dict) or self.params_schema.get("type") != "object":
             raise ValidationError({"params_schema": 'Must be a JSON Schema with "type": "object".'})
-        from agents.adapters import ADAPTERS
+        from agents.tools.adapters import ADAPTERS
 
         unknown = [name for name in self.adapters or [] if name not in ADAPTERS]
         if unknown:

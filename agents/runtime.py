@@ -21,16 +21,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
-from agents.adapters import validate_arguments
 from agents.answer_format import AnswerStyle, Evidence, answer_format
 from agents.customer_text import customer_text_clean
-from agents.executor import (
-    ExecutorCode,
-    ToolCallResult,
-    ToolExecutor,
-    ValidatedCall,
-    ValidationFailure,
-)
 from agents.grounding import (
     LookupHistory,
     answer_judge,
@@ -68,6 +60,14 @@ from agents.reasoning_guards import (
     thought_correction,
 )
 from agents.repairs import RepairContext
+from agents.tools.adapters import validate_arguments
+from agents.tools.executor import (
+    ExecutorCode,
+    ToolCallResult,
+    ToolExecutor,
+    ValidatedCall,
+    ValidationFailure,
+)
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
 from traces.models import Trace
 from traces.records import StepRecord

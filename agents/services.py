@@ -13,27 +13,27 @@ from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from agents import builtin_tools  # noqa: F401  (registers the in-process tools)
 from agents.answer_format import answer_style
-from agents.credentials import ToolAuthInvalid, tool_auth_parse
-from agents.endpoints import endpoint_template_problem, sandbox_base_url
-from agents.executor import ToolExecutor, ToolSnapshot
 from agents.hooks import policy_for_run
 from agents.http_clients import tool_http_client
 from agents.intents import Intent, intent_detect
-from agents.knowledge import kb_asearch
 from agents.llm.factory import llm_client_build
 from agents.memory import MAX_FACTS_PER_CUSTOMER, facts_extract
 from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool, ToolAlert
 from agents.policy_runtime import RuntimePolicy
-from agents.registry import ToolDefinition, registered_python_tools
+from agents.retrieval.knowledge import kb_asearch
+from agents.retrieval.selfrag import SelfRagConfig, selfrag_execute
 from agents.runtime import AgentRun, RunOutcome, RuntimeConfig
-from agents.selfrag import SelfRagConfig, selfrag_execute
 from agents.signals import customer_memory_changed, run_ended, tool_admin_changed
 from agents.sink import RunSink
 from agents.telemetry import run_telemetry_start
-from agents.tool_catalog import SANDBOX_TOOLS
-from agents.tool_import import ToolImportError, ToolSpec, tools_import_parse
+from agents.tools import builtin_tools  # noqa: F401  (registers the in-process tools)
+from agents.tools.credentials import ToolAuthInvalid, tool_auth_parse
+from agents.tools.endpoints import endpoint_template_problem, sandbox_base_url
+from agents.tools.executor import ToolExecutor, ToolSnapshot
+from agents.tools.registry import ToolDefinition, registered_python_tools
+from agents.tools.tool_catalog import SANDBOX_TOOLS
+from agents.tools.tool_import import ToolImportError, ToolSpec, tools_import_parse
 from traces import services as trace_services
 from traces.classifier import error_rules_aload
 from traces.db_threads import db_async

@@ -36,7 +36,7 @@ from agents.services import (
     tool_update,
     tools_import,
 )
-from agents.tool_import import ToolImportError
+from agents.tools.tool_import import ToolImportError
 from traces.selectors import conversation_exists, conversations_of, runs_for_chat
 from traces.services import trace_handover
 from traces.views import run_answer_response

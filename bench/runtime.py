@@ -108,10 +108,10 @@ def _agent_and_tools() -> tuple[Any, Any]:
 async def _run_many(count: int, model: ScriptedModel, agent: Any, tools: Any) -> None:
     import httpx
 
-    from agents.executor import ToolExecutor
     from agents.runtime import AgentRun
     from agents.services import runtime_config
     from agents.sink import RunSink
+    from agents.tools.executor import ToolExecutor
     from traces.classifier import error_rules_aload
     from traces.models import Trace
 

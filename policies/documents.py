@@ -23,7 +23,7 @@ from django.db.models import Max
 from policies.branches import branch_errors, branch_signature
 from policies.models import Policy, PolicyVersion, Strategy
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
-from reviews.models import AuditLog
+from policies.signals import audit_event
 
 # Document list name per strategy kind, in the order the lists appear in every scope.
 KIND_LISTS: dict[str, str] = {
@@ -526,7 +526,8 @@ def policy_version_create(
         if activate:
             # Runs cache the compiled active policy; drop it once the new version is visible.
             transaction.on_commit(runtime_policy_cache_clear)
-        AuditLog.objects.create(
+        audit_event.send(
+            sender=PolicyVersion,
             actor=author,
             actor_kind=author_kind,
             action="policy_version.create",
@@ -605,7 +606,8 @@ def policy_import(*, text: str, author: Any = None) -> PolicyVersion:
             note="import",
             source_strategies=touched,
         )
-        AuditLog.objects.create(
+        audit_event.send(
+            sender=PolicyVersion,
             actor=author,
             actor_kind=PolicyVersion.AuthorKind.IMPORT,
             action="policy.import",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields, replace
 from dataclasses import field as dataclass_field
 from typing import Any
 
-from agents.executor import retry_after_seconds
+from agents.tools.executor import retry_after_seconds
 
 MAX_BODY_CHARS = 20_000
 MAX_MESSAGE_CHARS = 300

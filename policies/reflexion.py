@@ -18,7 +18,6 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
-from django.utils import timezone
 from pydantic import BaseModel, Field
 
 from agents.llm.base import ChatMessage, LLMError
@@ -29,6 +28,7 @@ from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
 from policies.error_bodies import ErrorHints, ParsedError, error_body_parse
 from policies.evidence import Target, chain_for, chains_for
+from policies.hooks import review_records
 from policies.models import Policy, ReflexionProposal, Strategy
 from policies.selectors import strategies_citable
 from policies.services import (
@@ -37,7 +37,13 @@ from policies.services import (
     strategy_activate,
     strategy_evidence_record,
 )
-from reviews.models import ReviewItem
+from policies.signals import (
+    REVIEW_LOW_CONFIDENCE,
+    REVIEW_NEGATIVE_FEEDBACK,
+    review_requested,
+    strategy_auto_merged,
+    strategy_evidence_added,
+)
 from traces.models import ErrorType, Job, Trace
 from traces.redaction import redact_text, redact_value
 from traces.services import job_finish, job_progress, job_running
@@ -53,8 +59,6 @@ CONSTRAINTS = [
 ]
 # Failures the runtime itself ends on; nothing a branch could fix inside a tool call.
 NOT_LEARNABLE = frozenset({"LLM_ERROR", "RUN_TIME_LIMIT", "UNKNOWN", "TOOL_SUSPENDED"})
-# Review items nobody has decided yet.
-REVIEW_UNDECIDED = (ReviewItem.Status.OPEN, ReviewItem.Status.NEEDS_EVIDENCE)
 # How many failed attempts on one error signature before the loop stops and asks a human.
 NEGATIVE_FEEDBACK_LIMIT = 2
 
@@ -950,22 +954,11 @@ def quality_gates(proposal: Proposal, facts: FailureFacts) -> dict[str, str]:
 # --- negative-feedback guard --------------------------------------------------------
 def negative_feedback_stop(facts: FailureFacts) -> str:
     """Stop building on a signature whose strategies keep failing (seeds/000 §4.4)."""
-    if ReviewItem.objects.filter(
-        error_signature=facts.signature,
-        reason=ReviewItem.Reason.NEGATIVE_FEEDBACK,
-        status=ReviewItem.Status.OPEN,
-    ).exists():
+    hold = review_records().signature_hold(facts.signature)
+    if hold.held:
         return "an open review already holds this error signature"
     # A person who closed an earlier stop for this signature resets the count.
-    since = (
-        ReviewItem.objects.filter(
-            error_signature=facts.signature, reason=ReviewItem.Reason.NEGATIVE_FEEDBACK
-        )
-        .exclude(decided_at=None)
-        .order_by("-decided_at")
-        .values_list("decided_at", flat=True)
-        .first()
-    )
+    since = hold.decided_at
     proposals = ReflexionProposal.objects.filter(
         error_signature=facts.signature,
         outcome=ReflexionProposal.Outcome.REJECTED,
@@ -979,9 +972,10 @@ def negative_feedback_stop(facts: FailureFacts) -> str:
         deprecated = deprecated.filter(updated_at__gt=since)
     failed = proposals.count() + deprecated.count()
     if failed >= NEGATIVE_FEEDBACK_LIMIT:
-        ReviewItem.objects.create(
+        review_requested.send(
+            sender=Strategy,
             error_signature=facts.signature,
-            reason=ReviewItem.Reason.NEGATIVE_FEEDBACK,
+            reason=REVIEW_NEGATIVE_FEEDBACK,
             detail=(
                 f"{failed} strategies for {facts.signature} failed their replay or were "
                 "deprecated; automation stopped for this signature until a person decides."
@@ -1031,49 +1025,18 @@ def strategy_auto_merge(*, strategy: Strategy) -> Any:
     through whatever strategy_activate publishes to: a canary, once rollouts exist). A
     review item still open for it is closed as decided by the automation."""
     published = strategy_activate(strategy=strategy, author_kind="auto_merge")
-    with transaction.atomic():
-        closed = list(
-            ReviewItem.objects.select_for_update()
-            .filter(strategy=strategy, status__in=REVIEW_UNDECIDED)
-            .values_list("pk", flat=True)
-        )
-        ReviewItem.objects.filter(pk__in=closed).update(
-            status=ReviewItem.Status.APPROVED,
-            decided_by=None,
-            decided_at=timezone.now(),
-            decision_note="auto-merged: replay passed, confidence above the minimum",
-        )
-        audit(
-            action="review.auto_merge",
-            target=strategy.label,
-            actor="auto_merge",
-            details={
-                "confidence": strategy.confidence,
-                "min_confidence": settings.REVIEW_AUTO_MERGE_MIN_CONFIDENCE,
-                "published": str(published) if published is not None else None,
-                "closed_reviews": closed,
-            },
-        )
-    return published
-
-
-def review_items_reopen_on_evidence(*, strategy: Strategy, trace_id: str) -> list[int]:
-    """New evidence for ``strategy`` arrived: items a reviewer sent back for more evidence
-    go back to the queue (the item page lists the new trace among the evidence)."""
-    reopened = list(
-        ReviewItem.objects.select_for_update()
-        .filter(strategy=strategy, status=ReviewItem.Status.NEEDS_EVIDENCE)
-        .values_list("pk", flat=True)
+    # reviews closes the items, in one transaction, and audits the merge with them
+    # (policies.signals).
+    strategy_auto_merged.send(
+        sender=Strategy,
+        strategy=strategy,
+        details={
+            "confidence": strategy.confidence,
+            "min_confidence": settings.REVIEW_AUTO_MERGE_MIN_CONFIDENCE,
+            "published": str(published) if published is not None else None,
+        },
     )
-    if reopened:
-        ReviewItem.objects.filter(pk__in=reopened).update(status=ReviewItem.Status.OPEN)
-        for pk in reopened:
-            audit(
-                action="review.reopen",
-                target=f"review {pk}",
-                details={"why": "new evidence", "trace": str(trace_id)},
-            )
-    return reopened
+    return published
 
 
 def reflexion_for_failure(
@@ -1120,7 +1083,8 @@ def reflexion_for_failure(
             same.agree_count += 1
             same.save(update_fields=["agree_count", "updated_at"])
             same.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
-            review_items_reopen_on_evidence(strategy=same, trace_id=facts.trace_id)
+            # reviews sends back the items that waited for evidence (policies.signals).
+            strategy_evidence_added.send(sender=Strategy, strategy=same, trace_id=facts.trace_id)
         record = _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
         if same.status in (Strategy.Status.PROPOSED, Strategy.Status.IN_REVIEW):
             # A rule nobody applies yet earns confidence only from evidence: replay it against
@@ -1186,7 +1150,8 @@ def reflexion_for_failure(
             rival.replay_detail = detail
             rival.save()
             rival.source_traces.add(Trace.objects.only("pk").get(pk=facts.trace_id))
-            review_items_reopen_on_evidence(strategy=rival, trace_id=facts.trace_id)
+            # reviews sends back the items that waited for evidence (policies.signals).
+            strategy_evidence_added.send(sender=Strategy, strategy=rival, trace_id=facts.trace_id)
             strategy, outcome = rival, ReflexionProposal.Outcome.EDITED
         else:
             strategy = Strategy.objects.create(
@@ -1220,9 +1185,10 @@ def reflexion_for_failure(
     elif strategy.status == Strategy.Status.PROPOSED:
         strategy.status = Strategy.Status.IN_REVIEW
         strategy.save(update_fields=["status", "updated_at"])
-        ReviewItem.objects.create(
+        review_requested.send(
+            sender=Strategy,
             strategy=strategy,
-            reason=ReviewItem.Reason.LOW_CONFIDENCE,
+            reason=REVIEW_LOW_CONFIDENCE,
             detail=f"{strategy.root_cause} -> {strategy.strategy_update} (replay passed)",
         )
     return record

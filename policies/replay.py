@@ -28,14 +28,6 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.urls import reverse
 
-from agents.adapters import validate_arguments
-from agents.executor import (
-    ExecutorCode,
-    ToolCallResult,
-    ToolExecutor,
-    ValidatedCall,
-    ValidationFailure,
-)
 from agents.http_clients import tool_http_client
 from agents.policy_runtime import (
     ERROR_HANDLER_ACTIONS,
@@ -51,6 +43,14 @@ from agents.policy_runtime import (
 from agents.prompts import canonical_json
 from agents.repairs import RepairContext
 from agents.runtime import call_signature
+from agents.tools.adapters import validate_arguments
+from agents.tools.executor import (
+    ExecutorCode,
+    ToolCallResult,
+    ToolExecutor,
+    ValidatedCall,
+    ValidationFailure,
+)
 from policies.branches import KINDS, adapter_rule, runtime_policy_compile
 from policies.selectors import runtime_policy_for_run
 from policies.services import GROUNDED_OUTCOMES

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from policies.hooks import review_records
 from policies.models import PolicyVersion, Rollout, RolloutDecision, Strategy
 from policies.rollout_stats import (
     ArmStats,
@@ -39,7 +40,6 @@ from policies.selectors import (
     runtime_policy_cache_clear,
 )
 from policies.services import audit, policy_members_with
-from reviews.models import AuditLog
 from traces.models import Trace
 
 logger = logging.getLogger(__name__)
@@ -274,15 +274,10 @@ def rollout_start_next() -> Rollout | None:
     )
     if waiting is None:
         return None
-    approval = (
-        AuditLog.objects.filter(action="strategy.approve", target=waiting.label)
-        .order_by("-pk")
-        .first()
-    )
+    # Published under the name of whoever approved it (the audit log, in reviews).
+    approval = review_records().approval_last(waiting.label)
     actor = approval.actor if approval is not None else None
-    author_kind = (
-        (approval.details or {}).get("author_kind", "reviewer") if approval else "reviewer"
-    )
+    author_kind = approval.author_kind if approval is not None else "reviewer"
     if author_kind not in PolicyVersion.AuthorKind.values:
         author_kind = PolicyVersion.AuthorKind.REVIEWER
     return rollout_start(strategy=waiting, actor=actor, author_kind=author_kind)

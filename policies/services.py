@@ -17,7 +17,7 @@ from django.db import transaction
 from policies.branches import branch_slot
 from policies.models import PolicyVersion, Strategy, StrategyConfidenceEvent
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
-from reviews.models import AuditLog, ReviewItem
+from policies.signals import REVIEW_CONSECUTIVE_FAILURES, audit_event, review_requested
 from traces.models import Trace
 from traces.redaction import redact_value
 
@@ -40,7 +40,9 @@ def confidence_next(confidence: float, *, success: bool) -> float:
 
 
 def audit(*, action: str, target: str, actor: Any = None, details: dict | None = None) -> None:
-    AuditLog.objects.create(
+    """Announce an audit row (``reviews`` owns the log and writes it: policies.signals)."""
+    audit_event.send(
+        sender=Strategy,
         actor=actor if getattr(actor, "pk", None) else None,
         actor_kind="user" if getattr(actor, "pk", None) else (actor or "system"),
         action=action,
@@ -90,9 +92,10 @@ def strategy_outcome_record(*, strategy_id: int, success: bool, trace_id: str = 
         ):
             strategy.needs_review = True
             fields.append("needs_review")
-            ReviewItem.objects.create(
+            review_requested.send(
+                sender=Strategy,
                 strategy=strategy,
-                reason=ReviewItem.Reason.CONSECUTIVE_FAILURES,
+                reason=REVIEW_CONSECUTIVE_FAILURES,
                 detail=(
                     f"{strategy.label} failed {strategy.consecutive_failures} times in a row "
                     f"(confidence {before:.2f} -> {strategy.confidence:.2f})."

@@ -6,10 +6,24 @@ class ReviewsConfig(AppConfig):
     name = "reviews"
 
     def ready(self) -> None:
-        # reviews sits above agents: it listens to the runtime's events and writes the audit
-        # rows, so agents never imports reviews.
+        # reviews sits above agents and policies: it listens to the runtime's events and
+        # writes the audit rows, so agents never imports reviews.
         from agents.signals import customer_memory_changed, tool_admin_changed
-        from reviews.receivers import tool_admin_changed_audit
+        from policies.hooks import review_records_register
+        from policies.signals import (
+            audit_event,
+            review_requested,
+            strategy_auto_merged,
+            strategy_evidence_added,
+        )
+        from reviews.receivers import (
+            DatabaseReviewRecords,
+            audit_record,
+            review_item_open,
+            review_items_close_auto_merged,
+            review_items_reopen_on_evidence,
+            tool_admin_changed_audit,
+        )
 
         tool_admin_changed.connect(
             tool_admin_changed_audit, dispatch_uid="reviews.tool_admin_changed_audit"
@@ -17,3 +31,14 @@ class ReviewsConfig(AppConfig):
         customer_memory_changed.connect(
             tool_admin_changed_audit, dispatch_uid="reviews.customer_memory_changed_audit"
         )
+        # Likewise above policies: the learning loop announces what needs a person and what
+        # to audit, and reads the queue's state through policies.hooks.
+        audit_event.connect(audit_record, dispatch_uid="reviews.audit_record")
+        review_requested.connect(review_item_open, dispatch_uid="reviews.review_item_open")
+        strategy_auto_merged.connect(
+            review_items_close_auto_merged, dispatch_uid="reviews.close_auto_merged"
+        )
+        strategy_evidence_added.connect(
+            review_items_reopen_on_evidence, dispatch_uid="reviews.reopen_on_evidence"
+        )
+        review_records_register(DatabaseReviewRecords())

@@ -23,12 +23,12 @@ def report(**percent: float) -> dict[str, Any]:
 def test_a_module_at_its_floor_passes_and_one_below_fails() -> None:
     results = coverage_gate_check(
         report(agents__runtime=95.0, agents__ssrf=94.99),
-        {"agents/runtime.py": None, "agents/ssrf.py": None},
+        {"agents/runtime.py": None, "agents/tools/ssrf.py": None},
         95.0,
     )
     assert [(r.path, r.ok) for r in results] == [
         ("agents/runtime.py", True),
-        ("agents/ssrf.py", False),
+        ("agents/tools/ssrf.py", False),
     ]
 
 

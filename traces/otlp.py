@@ -17,17 +17,18 @@ import re
 import uuid
 import zlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import partial
 from typing import Any, cast
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Field, Max, Q, Sum
 from django.dispatch import Signal
 from django.utils import timezone
-from django.utils.text import slugify
 
 from traces.bulk import model_new, rows_copy
 from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_rules_load
@@ -397,25 +398,26 @@ def _agent_name(spans: list[SpanIn]) -> str:
     return "otel"
 
 
-def _agent_ids(names: set[str]) -> dict[str, int]:
-    """Agents by the slug of their name; an unknown agent is created inactive, without
-    tools (it is a label for the external runs, never a chat assistant)."""
-    from agents.models import Agent
+# Trace.agent is a foreign key to the runtime's Agent model, and the store may not import the
+# runtime (DESIGN.md layers): the agents app registers how agent names map to Agent rows
+# (``agents.apps``; ``agents.external_runs.external_agent_ids``).
+AgentIdsResolver = Callable[[set[str]], dict[str, int]]
+_agent_ids_resolver: AgentIdsResolver | None = None
 
-    slugs = {name: (slugify(name)[:50] or "otel") for name in names}
-    found = dict(Agent.objects.filter(slug__in=set(slugs.values())).values_list("slug", "id"))
-    for name, slug in slugs.items():
-        if slug not in found:
-            agent, _ = Agent.objects.get_or_create(
-                slug=slug,
-                defaults={
-                    "name": name[:100],
-                    "description": "Runs ingested over OpenTelemetry (OTLP).",
-                    "is_active": False,
-                },
-            )
-            found[slug] = agent.pk
-    return {name: found[slug] for name, slug in slugs.items()}
+
+def external_agent_resolver_register(resolver: AgentIdsResolver) -> None:
+    """Set the function that files external runs under Agent rows, by agent name."""
+    global _agent_ids_resolver
+    _agent_ids_resolver = resolver
+
+
+def _agent_ids(names: set[str]) -> dict[str, int]:
+    if _agent_ids_resolver is None:
+        raise ImproperlyConfigured(
+            "OTLP ingest files runs under Agent rows: the agents app registers the resolver "
+            "(traces.otlp.external_agent_resolver_register) and must be installed."
+        )
+    return _agent_ids_resolver(names)
 
 
 def _trace_values(spans: list[SpanIn]) -> dict[str, Any]:

@@ -9,15 +9,15 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from agents.registry import (
+from agents.runtime import RunOutcome, RuntimeConfig
+from agents.services import run_execute
+from agents.tools.registry import (
     PythonToolFunc,
     ToolDefinition,
     register_tool,
     registered_python_tool,
     unregister_tool,
 )
-from agents.runtime import RunOutcome, RuntimeConfig
-from agents.services import run_execute
 from traces.models import Trace
 from traces.services import trace_create
 

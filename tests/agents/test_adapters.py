@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agents.adapters import (
+from agents.tools.adapters import (
     ADAPTERS,
     AdapterFiring,
     ValidationIssue,

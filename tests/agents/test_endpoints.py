@@ -7,15 +7,15 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from agents.endpoints import (
+from agents.models import Tool
+from agents.tools.endpoints import (
     endpoint_allowed,
     endpoint_refusal,
     endpoint_render,
     endpoint_template_problem,
     sandbox_host,
 )
-from agents.models import Tool
-from agents.registry import ToolDefinition
+from agents.tools.registry import ToolDefinition
 
 ALLOWLIST = [
     "https://api.example.com/v1",

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
-from agents.credentials import ToolAuth
-from agents.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall
+from agents.tools.credentials import ToolAuth
+from agents.tools.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall
 from tests.agents.runtime_helpers import declared_tool, tools_registered
 from tests.redis_server import free_port
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
-from agents.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall, redact
+from agents.tools.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall, redact
 from sandbox.models import Order
 from sandbox.services import faultrule_set
 from traces.redaction import REDACTED

@@ -11,7 +11,8 @@ from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.db import connection
 
-from agents.knowledge import (
+from agents.models import KnowledgeArticle
+from agents.retrieval.knowledge import (
     SNIPPET_MAX_CHARS,
     kb_asearch,
     kb_search,
@@ -19,7 +20,6 @@ from agents.knowledge import (
     snippet_around_matches,
     word_overlap_rank,
 )
-from agents.models import KnowledgeArticle
 
 ARTICLES = [
     {

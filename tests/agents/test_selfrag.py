@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from agents.knowledge import kb_asearch, kb_sync_from_rows
 from agents.llm.base import LLMClient
 from agents.llm.factory import llm_client_build
 from agents.llm.simulated import MISTAKES, SimulatedLLM
 from agents.models import KnowledgeArticle
+from agents.retrieval.knowledge import kb_asearch, kb_sync_from_rows
+from agents.retrieval.selfrag import SelfRagConfig, selfrag_execute
 from agents.runtime import RunOutcome
-from agents.selfrag import SelfRagConfig, selfrag_execute
 from agents.services import agent_ensure_default
 from agents.sink import RunSink
 from tests.agents.runtime_helpers import phases, use_fake_llm

@@ -27,7 +27,7 @@ from agents.services import (
     tool_update,
     tools_sync,
 )
-from agents.tool_catalog import SANDBOX_TOOLS
+from agents.tools.tool_catalog import SANDBOX_TOOLS
 from reviews.models import AuditLog
 from tests.agents.runtime_helpers import (
     answer,

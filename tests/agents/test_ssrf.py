@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.ssrf import (
+from agents.tools.ssrf import (
     EndpointNotAllowed,
     ResponseTooLarge,
     SafeResponse,

@@ -10,9 +10,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 
-from agents.credentials import ToolAuth, tool_auth_parse
-from agents.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall
 from agents.models import Tool
+from agents.tools.credentials import ToolAuth, tool_auth_parse
+from agents.tools.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall
 from traces.redaction import REDACTED
 
 API = "http://93.184.216.34/api"

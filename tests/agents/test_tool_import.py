@@ -16,7 +16,7 @@ from django.test import Client
 
 from agents.models import Tool
 from agents.services import tool_set_enabled, tool_snapshots, tools_import
-from agents.tool_import import ToolImportError, tools_import_parse
+from agents.tools.tool_import import ToolImportError, tools_import_parse
 from reviews.models import AuditLog
 from sandbox.models import Order
 from tests.agents.runtime_helpers import answer, reason, reflect, run_query, use_fake_llm

@@ -13,10 +13,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents.executor import ExecutorCode, ToolExecutor, ValidationFailure
 from agents.models import Tool, ToolAlert
 from agents.selectors import tool_error_rates
 from agents.services import tool_set_enabled, tool_snapshots, tool_unsuspend
+from agents.tools.executor import ExecutorCode, ToolExecutor, ValidationFailure
 from reviews.models import AuditLog
 from sandbox.models import Order
 from tests.agents.runtime_helpers import answer, reason, reflect, run_query, use_fake_llm

@@ -15,7 +15,7 @@ from bench.mutation import (
     survivor_reason,
 )
 
-SSRF = "agents.ssrf.x__parse_ipv4_number__mutmut_"
+SSRF = "agents.tools.ssrf.x__parse_ipv4_number__mutmut_"
 REVIEWS = "reviews.services.x_review_item_lock__mutmut_"
 
 
@@ -39,22 +39,30 @@ def test_only_unchecked_mutants_are_passed_unless_asked_to_rerun() -> None:
         f"{SSRF}3": "survived",
         f"{REVIEWS}1": "not checked",
     }
-    assert mutants_to_run(["agents/ssrf.py"], results, sample=None, rerun=False) == [f"{SSRF}2"]
-    assert mutants_to_run(["agents/ssrf.py"], results, sample=None, rerun=True) == [
+    assert mutants_to_run(["agents/tools/ssrf.py"], results, sample=None, rerun=False) == [
+        f"{SSRF}2"
+    ]
+    assert mutants_to_run(["agents/tools/ssrf.py"], results, sample=None, rerun=True) == [
         f"{SSRF}1",
         f"{SSRF}2",
         f"{SSRF}3",
     ]
-    assert mutants_to_run(["agents/ssrf.py"], results, sample=2, rerun=True) == [
+    assert mutants_to_run(["agents/tools/ssrf.py"], results, sample=2, rerun=True) == [
         f"{SSRF}1",
         f"{SSRF}2",
     ]
     assert mutants_to_run(
-        ["agents/ssrf.py", "reviews/services.py"], results, sample=None, rerun=False, survivors=True
+        ["agents/tools/ssrf.py", "reviews/services.py"],
+        results,
+        sample=None,
+        rerun=False,
+        survivors=True,
     ) == [f"{SSRF}2", f"{SSRF}3", f"{REVIEWS}1"]
     # Before mutmut generated anything there are no names yet: the module globs.
-    assert mutants_to_run(["agents/ssrf.py", "reviews/services.py"], {}, sample=5, rerun=False) == [
-        "agents.ssrf.*",
+    assert mutants_to_run(
+        ["agents/tools/ssrf.py", "reviews/services.py"], {}, sample=5, rerun=False
+    ) == [
+        "agents.tools.ssrf.*",
         "reviews.services.*",
     ]
 
@@ -71,12 +79,12 @@ def test_the_kill_rate_counts_untested_mutants_as_missed_and_skips_unchecked_one
     }
     justified = {f"{SSRF}4": "equivalent: the two spellings parse alike"}
     summary = summarise(
-        ["agents/ssrf.py"],
+        ["agents/tools/ssrf.py"],
         results,
         justified=justified,
         diff=lambda name: f"- old {name}\n+ new",
     )
-    row = summary["agents/ssrf.py"]
+    row = summary["agents/tools/ssrf.py"]
     assert row["mutants"] == 6
     assert row["counts"] == {
         "killed": 2,
@@ -96,19 +104,21 @@ def test_the_kill_rate_counts_untested_mutants_as_missed_and_skips_unchecked_one
         "runs": [
             {
                 "started_at": "2026-12-02T17:00:00+00:00",
-                "modules": ["agents/ssrf.py"],
+                "modules": ["agents/tools/ssrf.py"],
                 "sample_per_module": None,
                 "mutants_run": 6,
                 "budget_minutes": 5.0,
                 "seconds": 61.0,
                 "ended": "finished",
-                "seconds_by_module": {"setup": 40.0, "agents/ssrf.py": 21.0},
+                "seconds_by_module": {"setup": 40.0, "agents/tools/ssrf.py": 21.0},
             }
         ],
         "modules": summary,
     }
     text = _markdown(report)
-    assert "| agents/ssrf.py | 6 | 2 | 1 | 1 | 1 | 1 | 0 | 60.0% | 1 | 1 | 75.0% | 21 |" in text
+    assert (
+        "| agents/tools/ssrf.py | 6 | 2 | 1 | 1 | 1 | 1 | 0 | 60.0% | 1 | 1 | 75.0% | 21 |" in text
+    )
     assert "| 5 | 61 | 40 | finished |" in text
     assert f"### {SSRF}5 (no tests)\n\nReason: unjustified" in text
     assert f"- old {SSRF}4\n+ new" in text

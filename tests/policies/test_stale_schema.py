@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from agents.policy_runtime import SchemaAmendment, schema_amend
-from agents.tool_catalog import ORDER_ID
+from agents.tools.tool_catalog import ORDER_ID
 from policies.branches import branch_describe, branch_errors, runtime_policy_compile
 from policies.reflexion import (
     analyze_stale_schema,

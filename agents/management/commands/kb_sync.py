@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from agents.knowledge import kb_sync_from_rows
+from agents.retrieval.knowledge import kb_sync_from_rows
 
 
 class Command(BaseCommand):

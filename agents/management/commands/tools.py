@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.services import tools_import
-from agents.tool_import import ToolImportError
+from agents.tools.tool_import import ToolImportError
 
 
 class Command(BaseCommand):

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from agents.builtin_tools import compare_prices  # noqa: F401  (registers the tool)
 from agents.llm.base import LLMError, LLMResponse
 from agents.llm.schemas import FINAL_ANSWER, RagDraft, RagGrade, ReasoningStep, Reflection
 from agents.llm.simulated import MISTAKES, SimulatedLLM
@@ -22,8 +21,9 @@ from agents.prompts import (
     reasoning_messages,
     reflection_messages,
 )
-from agents.registry import registered_python_tool
-from agents.tool_catalog import SANDBOX_TOOLS
+from agents.tools.builtin_tools import compare_prices  # noqa: F401  (registers the tool)
+from agents.tools.registry import registered_python_tool
+from agents.tools.tool_catalog import SANDBOX_TOOLS
 
 SANDBOX_SPECS = [
     ToolSpec(name=d.name, description=d.description, params_schema=d.params_schema)

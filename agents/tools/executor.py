@@ -16,22 +16,22 @@ from typing import Any
 
 import httpx
 
-from agents.adapters import ADAPTERS, adapt_arguments
-from agents.credentials import (
+from agents.tools.adapters import ADAPTERS, adapt_arguments
+from agents.tools.credentials import (
     CredentialMissing,
     ToolAuth,
     credential_request_parts,
     credential_resolve,
 )
-from agents.endpoints import (
+from agents.tools.endpoints import (
     EndpointTemplateError,
     endpoint_allowed,
     endpoint_refusal,
     endpoint_render,
     sandbox_host,
 )
-from agents.registry import registered_python_tool
-from agents.ssrf import (
+from agents.tools.registry import registered_python_tool
+from agents.tools.ssrf import (
     EndpointNotAllowed,
     ResponseTooLarge,
     SSRFBlocked,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
-from agents.registry import register_tool
+from agents.tools.registry import register_tool
 
 
 @register_tool(

@@ -1,4 +1,7 @@
-"""Ask the agent one question from the shell and print each step as it happens."""
+"""Ask the agent one question from the shell and print each step as it happens.
+
+The command runs the agent and then reports what Reflexion concluded, so it spans the
+runtime and the learning loop: it lives in the higher of the two apps (DESIGN.md layers)."""
 
 from __future__ import annotations
 

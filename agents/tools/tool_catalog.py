@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.registry import ToolDefinition
+from agents.tools.registry import ToolDefinition
 
 ORDER_ID = {"type": "string", "pattern": r"^#W\d{7}$", "description": "Order id like #W1234567"}
 USER_ID = {"type": "string", "pattern": r"^U\d{8}$", "description": "User id like U00001234"}

@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agents.customer_text import customer_text_clean
-from agents.knowledge import RetrievedDoc, query_words
 from agents.llm.base import ChatMessage, LLMClient, LLMError, LLMResponse
 from agents.llm.schemas import RagDraft, RagGrade
 from agents.parsing import FENCE_PATTERN
 from agents.prompts import rag_draft_messages, rag_grade_messages
+from agents.retrieval.knowledge import RetrievedDoc, query_words
 from agents.runtime import Phase, RunOutcome, StepSink
 from traces.classifier import CompiledRule, ErrorEvent, classify_error
 from traces.models import Trace
