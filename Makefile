@@ -61,11 +61,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy agents traces policies reviews bench
 
-## Runtime benchmark (steps/s with durable Steps, runs in flight) on its own database.
+## Runtime benchmark: the same scripted episode through this runtime's full run path,
+## LangGraph + PostgresSaver, the OpenAI Agents SDK and a plain psycopg loop, one run at a
+## time and 200 at once (bench/peers.py), then 500 runs in flight; PostgreSQL, a database of
+## its own (created if missing), Redis not used. Installs the bench-only extra `.[peers]`.
+BENCH_RUNTIME_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops_bench_runtime
+BENCH_NICE ?= nice -n 10
+BENCH_RUNTIME_ENV := env -u REDIS_URL DATABASE_URL=$(BENCH_RUNTIME_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 bench: secret-key
-	mkdir -p var
-	$(BENCH_ENV) $(PY) manage.py migrate --noinput -v0
-	$(BENCH_ENV) $(PY) manage.py bench_runtime
+	$(PY) -m pip install --quiet -e '.[dev,peers]'
+	$(PY) -m bench.peers ensure-database $(BENCH_RUNTIME_DATABASE_URL)
+	$(BENCH_RUNTIME_ENV) $(PY) manage.py migrate --noinput -v0
+	$(BENCH_RUNTIME_ENV) $(BENCH_NICE) $(PY) manage.py bench_runtime
 
 ## The learning experiment on its own database (it resets that database's policy tree).
 bench-learning: secret-key
