@@ -64,12 +64,15 @@ typecheck: $(STAMP)
 ## Runtime benchmark: the same scripted episode through this runtime's full run path,
 ## LangGraph + PostgresSaver, the OpenAI Agents SDK and a plain psycopg loop, one run at a
 ## time and 200 at once (bench/peers.py), then 500 runs in flight; PostgreSQL, a database of
-## its own (created if missing), Redis not used. Installs the bench-only extra `.[peers]`.
+## its own (created if missing), Redis not used. Installs the bench-only extra `.[peers]`,
+## and the Agents SDK in var/bench-sdk-venv (its package `agents` would shadow the app's).
 BENCH_RUNTIME_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops_bench_runtime
 BENCH_NICE ?= nice -n 10
 BENCH_RUNTIME_ENV := env -u REDIS_URL DATABASE_URL=$(BENCH_RUNTIME_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 bench: secret-key
 	$(PY) -m pip install --quiet -e '.[dev,peers]'
+	test -x var/bench-sdk-venv/bin/python || $(PY) -m venv var/bench-sdk-venv
+	var/bench-sdk-venv/bin/pip install --quiet -r bench/sdk-requirements.txt
 	$(PY) -m bench.peers ensure-database $(BENCH_RUNTIME_DATABASE_URL)
 	$(BENCH_RUNTIME_ENV) $(PY) manage.py migrate --noinput -v0
 	$(BENCH_RUNTIME_ENV) $(BENCH_NICE) $(PY) manage.py bench_runtime

@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -88,11 +89,33 @@ def peers_available() -> bool:
     return all(peer_version(name) for name in PEER_DISTRIBUTIONS)
 
 
+# The SDK's package is named ``agents``, like this project's app: it lives in a virtualenv
+# of its own (``make bench`` makes it from bench/sdk-requirements.txt), never in the app's,
+# where it would shadow the app for any interpreter started outside the project root.
+SDK_PYTHON = os.environ.get("BENCH_SDK_PYTHON") or str(
+    Path(__file__).resolve().parent.parent / "var" / "bench-sdk-venv" / "bin" / "python"
+)
+
+
 def peer_version(distribution: str) -> str:
+    if distribution == "openai-agents":
+        return _sdk_version()
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return ""
+
+
+def _sdk_version() -> str:
+    if not os.access(SDK_PYTHON, os.X_OK):
+        return ""
+    done = subprocess.run(
+        [SDK_PYTHON, "-c", "import importlib.metadata as m; print(m.version('openai-agents'))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 @dataclass
@@ -550,7 +573,7 @@ class AgentsSDK:
         }
         worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk_worker.py")
         self.process = subprocess.Popen(
-            [sys.executable, worker, json.dumps(config)],
+            [SDK_PYTHON, worker, json.dumps(config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
