@@ -76,10 +76,17 @@ def asgi_settings_select(*, target: MutableMapping[str, str] | None = None) -> s
     connection kept open per thread (``DB_CONN_MAX_AGE``, 60 s in production) is never
     reused and piles up: 50 users exhausted PostgreSQL's 100 connections in
     ``bench/web_load.py``. The Celery workers, whose threads live long, keep theirs.
+
+    Instead, each request borrows a connection from the process's pool (psycopg's, through
+    Django: ``DB_POOL_MAX_SIZE``, 20 by default) and gives it back when it ends: a burst of
+    requests waits for a free connection (``DB_POOL_TIMEOUT``, 10 s, then 503) instead of
+    opening one per request, which exhausted PostgreSQL's 100 with 200 tool calls at once
+    on the sandbox.
     """
     target = os.environ if target is None else target
     module = settings_select(target=target)
     target["DB_CONN_MAX_AGE"] = "0"
+    target.setdefault("DB_POOL_MAX_SIZE", "20")
     return module
 
 

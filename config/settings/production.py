@@ -17,6 +17,13 @@ DEBUG = False
 SECRET_KEY = secret_key_required(os.environ)
 DATABASES = {"default": database_named(env.db("DATABASE_URL"))}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+if DATABASES["default"]["CONN_MAX_AGE"] == 0 and env.int("DB_POOL_MAX_SIZE", default=0) > 0:
+    # The ASGI servers (config.shape.asgi_settings_select): a bounded pool per process.
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 1,
+        "max_size": env.int("DB_POOL_MAX_SIZE"),
+        "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
+    }
 REDIS_URL = env("REDIS_URL")
 CELERY_BROKER_URL = REDIS_URL
 AGENT_EXECUTOR = "celery"

@@ -182,6 +182,18 @@ def test_production_web_keeps_no_database_connection_per_request(
     token = production_server.api_token("ops")
     from concurrent.futures import ThreadPoolExecutor
 
+    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
+    database = production_server.database_name
+
+    def sessions_opened() -> int:
+        with psycopg.connect(admin) as conn:
+            row = conn.execute(
+                "SELECT sessions FROM pg_stat_database WHERE datname = %s", [database]
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    before = sessions_opened()
     with ThreadPoolExecutor(max_workers=48) as pool:
         statuses = list(
             pool.map(
@@ -189,12 +201,16 @@ def test_production_web_keeps_no_database_connection_per_request(
                 range(48),
             )
         )
+    opened = sessions_opened() - before
     assert statuses == [200] * 48
-    # then, the requests answered, daphne holds no connection per request thread: what
-    # stays open is the worker's and beat's (persistent, one per thread that used one)
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres") as conn:
+    # then the requests borrowed connections from daphne's bounded pool (DB_POOL_MAX_SIZE,
+    # 20) instead of opening one each (48), and the web holds no more than the pool's size;
+    # the worker's and beat's are theirs (persistent, one per thread that used one)
+    assert opened < 48, (opened, production_server.log_tail())
+    with psycopg.connect(admin) as conn:
         held = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state = 'idle'",
-            [production_server.database_name],
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+            "AND application_name = 'agentops-web'",
+            [database],
         ).fetchone()
-    assert held is not None and held[0] < 24, (held, production_server.log_tail())
+    assert held is not None and 1 <= held[0] <= 20, (held, production_server.log_tail())
