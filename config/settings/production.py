@@ -41,7 +41,8 @@ if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=True):
 SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
 # The runtime reaches the sandbox on this server over plain HTTP (SANDBOX_BASE_URL): a
 # redirect to https would send its tool calls to a port that speaks no TLS.
-SECURE_REDIRECT_EXEMPT = [r"^sandbox/api/"]
+# A load balancer probes the health check over plain HTTP too.
+SECURE_REDIRECT_EXEMPT = [r"^sandbox/api/", r"^healthz$"]
 SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 365)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
