@@ -351,9 +351,9 @@ def report_write(result: dict[str, Any], *, command: str) -> list[Path]:
         f"- command: `{command}`",
         f"- machine: {platform.platform()}, {os.cpu_count()} CPUs, Python "
         f"{sys.version.split()[0]}; run at {result.get('started_at')}",
-        "- served: the production shape (bin/serve: daphne, the sandbox's server, a "
-        "supervised Celery worker (threads, 32) and beat) on a PostgreSQL cluster and a "
-        "redis-server of the drill's own; the simulated model at "
+        "- served: the production shape (bin/serve: daphne, the sandbox's server, the "
+        "supervised Celery run worker (threads, 32), the learning-loop worker and beat) on "
+        "a PostgreSQL cluster and a redis-server of the drill's own; the simulated model at "
         f"{result['model_latency_s']:g} s per call; run limits soft 12 s / hard 15 s, the "
         "sweeper every 5 s",
         f"- load: runs posted through the API at {result['rate_per_s']:g}/s until "
