@@ -129,10 +129,10 @@ crash-drill: $(STAMP)
 drill-llm-faults: $(STAMP)
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m bench.crash_drill --runs 40 --kills 0 --llm-fault-rate 0.2
 
-## Crash drill: stop PostgreSQL (its own cluster, never the shared server) for 6 s while 60
+## Crash drill: stop PostgreSQL (its own cluster, never the shared server) for 15 s while 60
 ## runs are posted: the web app answers 503 meanwhile, 0 runs lost (bench/pg_restart_drill.py).
 drill-pg-restart: $(STAMP)
-	env -u DATABASE_URL -u REDIS_URL nice -n 10 $(PY) -m bench.pg_restart_drill --runs 60 --outage 6
+	env -u DATABASE_URL -u REDIS_URL nice -n 10 $(PY) -m bench.pg_restart_drill --runs 60 --outage 15
 
 ## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
 MUTATION_BUDGET_MINUTES ?= 120

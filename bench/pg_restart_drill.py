@@ -1,7 +1,7 @@
 """Crash drill: restart PostgreSQL under load, and see what the web app answers meanwhile
 and whether the runs in flight end.
 
-    make drill-pg-restart     # = python -m bench.pg_restart_drill --runs 60 --outage 6
+    make drill-pg-restart     # = python -m bench.pg_restart_drill --runs 60 --outage 15
 
 It starts a PostgreSQL cluster of its own (``initdb`` into a temporary directory, a free
 loopback port: the shared server on 5432 is never touched) and a redis-server of its own,
@@ -13,11 +13,14 @@ when the database goes. The run time limits are short (soft 12 s, hard 15 s, the
 stuck-run sweeper every 5 s) so that a run left behind comes back within the drill.
 
 Load: one thread posts runs through the API (``POST /api/runs/``, ``--rate`` per second,
-until ``--runs`` were accepted); another polls the API list, a page of a logged-in user and
-``/healthz`` and records every status code and body. After ``--before`` seconds of load,
-PostgreSQL is stopped (fast shutdown: sessions are ended at once) for ``--outage`` seconds
-and started again on the same port and directory. The DSN carries a password (the cluster
-trusts loopback and ignores it) that must appear in no answer and no log line.
+until ``--runs`` were accepted); three more poll the API list, a page of a logged-in user
+and ``/healthz`` and record every status code, body and wait, by the phase each request was
+sent in. After ``--before`` seconds of load, PostgreSQL is stopped (fast shutdown: sessions
+are ended at once) for ``--outage`` seconds and started again on the same port and
+directory. The outage outlasts the web servers' pool timeout (``DB_POOL_TIMEOUT``, 10 s),
+which a request waits for a connection before it is answered 503. The DSN carries a
+password (the cluster trusts loopback and ignores it) that must appear in no answer and no
+log line.
 
 It reports runs posted, runs terminal, runs lost (not terminal when the deadline passed),
 the 500s and 503s seen, whether every 503 carried the message, and the time to recover
@@ -58,16 +61,22 @@ class Recorder:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.statuses: dict[str, Counter[str]] = {}
+        # The longest wait for each kind of answer, by the phase the request was sent in.
+        self.slowest: dict[str, dict[str, float]] = {}
         self.examples: dict[str, str] = {}
         self.leaks: list[str] = []
         self.bad_503: list[str] = []
         self.first_ok_after: float | None = None
 
-    def record(self, *, phase: str, what: str, status: int, body: bytes, headers: Any) -> None:
+    def record(
+        self, *, phase: str, what: str, status: int, body: bytes, headers: Any, seconds: float
+    ) -> None:
         text = body.decode(errors="replace")
         with self.lock:
             self.statuses.setdefault(phase, Counter())[f"{what} {status}"] += 1
             key = f"{what} {status}"
+            slowest = self.slowest.setdefault(phase, {})
+            slowest[key] = round(max(slowest.get(key, 0.0), seconds), 2)
             if key not in self.examples:
                 self.examples[key] = text[:300]
             if DSN_PASSWORD in text:
@@ -180,46 +189,56 @@ def drill(
             while not stop.is_set() and len(posted) < runs:
                 order = orders[number % len(orders)]
                 number += 1
-                status, body, _ = _call(
+                asked_in, asked_at = phase[0], time.monotonic()
+                status, body, headers = _call(
                     app.url + "/api/runs/",
                     method="POST",
                     token=token,
                     body={"query": f"Where is my order {order}?"},
                 )
-                post_statuses[f"{phase[0]} {status}"] += 1
+                post_statuses[f"{asked_in} {status}"] += 1
                 recorder.record(
-                    phase=phase[0], what="POST /api/runs/", status=status, body=body, headers=_
+                    phase=asked_in,
+                    what="POST /api/runs/",
+                    status=status,
+                    body=body,
+                    headers=headers,
+                    seconds=time.monotonic() - asked_at,
                 )
                 if status == 202:
                     posted.append(json.loads(body)["id"])
                 stop.wait(1 / rate)
 
-        def poller() -> None:
-            targets = [
-                ("GET /api/traces/", "/api/traces/?limit=5", token, None),
-                ("GET /traces/ (logged in)", "/traces/", "", browser),
-                ("GET /healthz", "/healthz", "", None),
-            ]
+        def poller(what: str, path: str, tok: str, opener: Any) -> None:
+            # One thread per target: a request left waiting does not hold up the others.
             while not stop.is_set():
-                for what, path, tok, opener in targets:
-                    status, body, headers = _call(
-                        app.url + path,
-                        token=tok,
-                        opener=opener,
-                    )
-                    recorder.record(
-                        phase=phase[0], what=what, status=status, body=body, headers=headers
-                    )
-                    if (
-                        phase[0] == "after"
-                        and status == 200
-                        and what == "GET /api/traces/"
-                        and recorder.first_ok_after is None
-                    ):
-                        recorder.first_ok_after = time.monotonic()
+                asked_in, asked_at = phase[0], time.monotonic()
+                status, body, headers = _call(app.url + path, token=tok, opener=opener)
+                recorder.record(
+                    phase=asked_in,
+                    what=what,
+                    status=status,
+                    body=body,
+                    headers=headers,
+                    seconds=time.monotonic() - asked_at,
+                )
+                if (
+                    asked_in == "after"
+                    and status == 200
+                    and what == "GET /api/traces/"
+                    and recorder.first_ok_after is None
+                ):
+                    recorder.first_ok_after = time.monotonic()
                 stop.wait(0.2)
 
-        threads = [threading.Thread(target=poster), threading.Thread(target=poller)]
+        targets = [
+            ("GET /api/traces/", "/api/traces/?limit=5", token, None),
+            ("GET /traces/ (logged in)", "/traces/", "", browser),
+            ("GET /healthz", "/healthz", "", None),
+        ]
+        threads = [threading.Thread(target=poster)] + [
+            threading.Thread(target=poller, args=target) for target in targets
+        ]
         load_began = time.monotonic()
         for thread in threads:
             thread.start()
@@ -298,6 +317,7 @@ def drill(
             round(recorder.first_ok_after - back_at, 2) if recorder.first_ok_after else None
         )
         result["answers"] = {k: dict(v) for k, v in recorder.statuses.items()}
+        result["slowest_answer_seconds"] = recorder.slowest
         result["examples"] = recorder.examples
         result["responses_500"] = recorder.count(500)
         result["responses_503"] = recorder.count(503)
@@ -395,11 +415,14 @@ def report_write(result: dict[str, Any], *, command: str) -> list[Path]:
         f"{result.get('log_task_retries_db_unavailable')}, sweeps that re-enqueued runs "
         f"{result.get('log_sweeps_requeueing')}.",
         "",
-        "Answers seen, by phase:",
+        "Answers seen, by the phase the request was sent in:",
         "",
     ]
     for phase_name, counter in (result.get("answers") or {}).items():
         lines.append(f"- {phase_name}: {dict(sorted(counter.items()))}")
+    lines += ["", "The longest wait for each answer, by the phase the request was sent in:", ""]
+    for phase_name, slowest in (result.get("slowest_answer_seconds") or {}).items():
+        lines.append(f"- {phase_name}: {dict(sorted(slowest.items()))}")
     lines += ["", "A body of each kind of answer (first 300 characters):", ""]
     for key, body in sorted((result.get("examples") or {}).items()):
         if not key.endswith(" 200"):
@@ -427,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=60, help="runs to post")
     parser.add_argument("--rate", type=float, default=4.0, help="run posts per second")
     parser.add_argument("--before", type=float, default=4.0, help="seconds of load first")
-    parser.add_argument("--outage", type=float, default=6.0, help="seconds PostgreSQL is down")
+    parser.add_argument("--outage", type=float, default=15.0, help="seconds PostgreSQL is down")
     parser.add_argument("--deadline", type=float, default=300, help="seconds, then stop")
     parser.add_argument("--model-latency", type=float, default=1.0, help="seconds per call")
     args = parser.parse_args(argv)

@@ -50,6 +50,8 @@ _UNAVAILABLE_SQLSTATES = {
     "57P03",  # cannot_connect_now: the database system is starting up / shutting down
     "53300",  # too_many_connections
 }
+# psycopg_pool's: no connection could be had in time, or too many requests wait for one.
+_POOL_ERRORS = {"PoolTimeout", "TooManyRequests"}
 # Paths whose clients read JSON whatever they send in Accept.
 _JSON_PREFIXES = ("/api/", "/sandbox/api/", "/otlp/", "/healthz")
 
@@ -86,7 +88,8 @@ def is_connection_failure(exc: BaseException) -> bool:
     the psycopg error underneath decides. It is one when it carries SQLSTATE class 08 or
     one of the shutdown / too-many-connections states, or no SQLSTATE at all (the server
     never answered: refused, reset, closed mid-query; with psycopg 3 a closed connection is
-    an ``OperationalError`` too). SQLite's errors (the embedded shape) are never mapped:
+    an ``OperationalError`` too; psycopg_pool's ``PoolTimeout`` when the pool could not
+    open or lend a connection in time). SQLite's errors (the embedded shape) are never mapped:
     its file does not go away the way a server does.
     """
     if not isinstance(exc, db_utils.OperationalError | db_utils.InterfaceError):
@@ -101,8 +104,12 @@ def is_connection_failure(exc: BaseException) -> bool:
     state = driver.sqlstate
     if state is None:
         # Client-side: "connection failed", "server closed the connection unexpectedly",
-        # "the connection is closed", a connection timeout. An aborted pipeline is not.
-        return type(driver) in (psycopg.OperationalError, errors.ConnectionTimeout)
+        # "the connection is closed", a connection timeout, no pooled connection within
+        # the pool's timeout (the ASGI servers' pool). An aborted pipeline is not.
+        return type(driver) in (psycopg.OperationalError, errors.ConnectionTimeout) or (
+            type(driver).__name__ in _POOL_ERRORS
+            and type(driver).__module__.startswith("psycopg_pool")
+        )
     return state.startswith("08") or state in _UNAVAILABLE_SQLSTATES
 
 

@@ -71,6 +71,22 @@ def test_a_refused_connection_is_the_database_being_away(wrappers) -> None:
     assert is_connection_failure(error)
 
 
+def test_a_pool_that_cannot_lend_a_connection_is_the_database_being_away() -> None:
+    # the ASGI servers' pool (config/settings/production.py), its server not answering
+    wrapper = database_wrapper(
+        PORT=str(free_port()),
+        CONN_MAX_AGE=0,
+        OPTIONS={"pool": {"min_size": 1, "max_size": 2, "timeout": 0.5}},
+    )
+    wrapper.alias = "db_unavailable_pool_test"
+    try:
+        error = caught(wrapper.ensure_connection)
+    finally:
+        wrapper.close_pool()
+    assert type(error.__cause__).__name__ == "PoolTimeout"
+    assert is_connection_failure(error)
+
+
 def test_a_session_ended_by_the_server_is_the_database_being_away(wrappers) -> None:
     # given a session of its own, which the server then ends (a fast shutdown does that)
     victim = wrappers()
