@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web bench-e2e crash-drill drill-llm-faults mutation clean
+.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web bench-e2e crash-drill drill-llm-faults drill-pg-restart mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -128,6 +128,11 @@ crash-drill: $(STAMP)
 ## empty content, a refusal): every run terminal, every failure classified.
 drill-llm-faults: $(STAMP)
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m bench.crash_drill --runs 40 --kills 0 --llm-fault-rate 0.2
+
+## Crash drill: stop PostgreSQL (its own cluster, never the shared server) for 15 s while 60
+## runs are posted: the web app answers 503 meanwhile, 0 runs lost (bench/pg_restart_drill.py).
+drill-pg-restart: $(STAMP)
+	env -u DATABASE_URL -u REDIS_URL nice -n 10 $(PY) -m bench.pg_restart_drill --runs 60 --outage 15
 
 ## Mutation testing of the core modules (mutmut; bench/mutation.py). Slow: not part of `test`.
 MUTATION_BUDGET_MINUTES ?= 120

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.cache import cache
+from django.db import DatabaseError
 
 from agents.services import run_enqueue, run_execute_blocking
+from config.db_unavailable import is_connection_failure
 from traces.db_threads import db_call
 from traces.services import jobs_abandon_stale, trace_abort, traces_stuck
 
@@ -23,7 +25,14 @@ def celery_soft_time_limit(*, run_soft: float, run_hard: float) -> float:
     return min(run_soft + 10, run_hard)
 
 
+# A run whose database went away (a PostgreSQL restart) is tried again this often, this
+# many times (2 minutes), then left to the stuck-run sweeper.
+RUN_DB_RETRY_SECONDS = 5
+RUN_DB_MAX_RETRIES = 24
+
+
 @shared_task(
+    bind=True,
     name="agents.run_agent",
     acks_late=True,  # safe: the run is idempotent per trace id
     reject_on_worker_lost=True,
@@ -33,8 +42,14 @@ def celery_soft_time_limit(*, run_soft: float, run_hard: float) -> float:
     ),
     time_limit=settings.AGENT_RUN_HARD_TIME_LIMIT,
 )
-def run_agent(trace_id: str) -> None:
-    """Execute or resume one agent run."""
+def run_agent(self: Task, trace_id: str) -> None:
+    """Execute or resume one agent run.
+
+    When the database cannot be reached (PostgreSQL restarting) the run could record
+    neither its next step nor its end: it is still queued or running in the database, and
+    the task is tried again in ``RUN_DB_RETRY_SECONDS``, to resume from its recorded steps
+    once the database is back, instead of waiting for the sweeper (twice the hard time
+    limit). Any other database error fails the task as before."""
     try:
         run_execute_blocking(trace_id=trace_id, timeout=settings.AGENT_RUN_HARD_TIME_LIMIT)
     except (SoftTimeLimitExceeded, TimeoutError):
@@ -44,6 +59,17 @@ def run_agent(trace_id: str) -> None:
         db_call(
             trace_abort, trace_id=trace_id, error_type="RUN_TIME_LIMIT", detail="task time limit"
         )
+    except DatabaseError as exc:
+        if not is_connection_failure(exc):
+            raise
+        logger.warning(
+            "run.database_unavailable",
+            extra={"trace_id": trace_id, "retry_in_s": RUN_DB_RETRY_SECONDS},
+        )
+        # Past the last retry, Celery raises ``exc`` itself: the sweeper's turn.
+        raise self.retry(
+            countdown=RUN_DB_RETRY_SECONDS, max_retries=RUN_DB_MAX_RETRIES, exc=exc
+        ) from exc
 
 
 @shared_task(name="agents.sweep_stuck_runs", ignore_result=True)

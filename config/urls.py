@@ -5,9 +5,11 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.api_urls import api_not_found
+from config.health import healthz
 from traces.api.otlp import OtlpTracesView
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("", include("agents.urls")),
     path("traces/", include("traces.urls")),
     path("reviews/", include("reviews.urls")),

@@ -237,10 +237,20 @@ def production_app(
         conn.execute(f'CREATE DATABASE "{name}"')
     redis_url = f"redis://127.0.0.1:6379/{redis_db}"
     redis.Redis.from_url(redis_url).flushdb()
+    env = production_env(
+        workdir,
+        database_url=f"postgres://postgres@127.0.0.1:5432/{name}",
+        redis_url=redis_url,
+    )
+    return ServedApp(shape="production", env=env, workdir=workdir, database_name=name)
+
+
+def production_env(workdir: Path, *, database_url: str, redis_url: str) -> dict[str, str]:
+    """The production shape's environment for a database and a Redis of the caller's."""
     env = base_env(workdir)
     env.update(
         {
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
+            "DATABASE_URL": database_url,
             "REDIS_URL": redis_url,
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
@@ -252,7 +262,7 @@ def production_app(
             "WORKER_CONCURRENCY": "8",
         }
     )
-    return ServedApp(shape="production", env=env, workdir=workdir, database_name=name)
+    return env
 
 
 def app_teardown(app: ServedApp) -> None:

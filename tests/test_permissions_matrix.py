@@ -281,6 +281,9 @@ ROUTES: dict[str, Route] = {
         "/otlp/v1/traces", {"GET": (A, 403, 403, 405, 405), "POST": (A, 403, 403, 200, 200)}, {}
     ),
     "api/schema/": Route("/api/schema/", {"GET": PUBLIC}),
+    # The health check: open to a load balancer's probe; it says only whether the database
+    # answers.
+    "healthz": Route("/healthz", {"GET": PUBLIC, "POST": NO_GET}),
     # Unknown API paths are the API's JSON 404 for everyone, signed in or not.
     "^api/": Route("/api/no-such-endpoint/", {"GET": (404,) * 5, "POST": (404,) * 5}),
     "api/docs/": Route("/api/docs/", {"GET": PUBLIC}),
