@@ -219,10 +219,23 @@ def _replace_card(match: re.Match[str]) -> str:
     candidate = match.group(0)
     start, end = match.span()
     text = match.string
-    # Part of a longer number (a tracking number, an amount): not a card.
-    if (start and (text[start - 1].isdigit() or text[start - 1] == ".")) or (
-        end < len(text) and text[end].isdigit()
+    before = text[start - 1] if start else ""
+    after = text[end : end + 2]
+    # Part of a longer number or token (a tracking number, an amount, a hex id, a UUID such
+    # as a Celery task id): not a card.
+    if (
+        before.isalnum()
+        or before in {".", "_"}
+        or (before == "-" and start > 1 and text[start - 2].isalnum())
+        or after[:1].isalnum()
+        or after[:1] == "_"
+        or (after[:1] == "-" and after[1:].isalnum())
     ):
+        return candidate
+    # Written in groups, a card's are of at most 6 digits (4-4-4-4, 4-6-5); a UUID's first
+    # is 8.
+    groups = re.split(r"[ -]", candidate)
+    if len(groups) > 1 and any(len(group) > 6 for group in groups):
         return candidate
     return REDACTED if _luhn_valid(candidate) else candidate
 

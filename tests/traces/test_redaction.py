@@ -202,3 +202,29 @@ def test_filter_redacts_exception_text() -> None:
     assert record.exc_text is not None
     assert "leaky-value-123" not in record.exc_text
     assert "ValueError" in record.exc_text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a Celery task id whose hex run holds a Luhn-valid stretch of digits
+        "task 1253e4532015112830366f1-abcd succeeded",
+        # UUIDs whose digit groups read as a Luhn-valid number with dashes
+        "59555812-8644-4131-bd5b-b564da573ded",
+        "trace 48343526-1195-4537-a1b2-c3d4e5f6a7b8 ended",
+        # digits inside a longer token
+        "sku_4111111111111111",
+        "ref 4111111111111111abc",
+    ],
+)
+def test_ids_that_contain_card_like_digits_are_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["card 4111 1111 1111 1111 ok", "card 4111-1111-1111-1111.", "amex 3782-822463-10005"],
+)
+def test_cards_written_in_groups_are_still_redacted(text: str) -> None:
+    assert "[REDACTED]" in redact_text(text)
+    assert "1111 1111" not in redact_text(text) and "822463" not in redact_text(text)
