@@ -137,6 +137,15 @@ def _run_worker_pids(root_pid: int) -> list[int]:
     return pids
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (``/proc/<pid>/stat``), 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -217,6 +226,7 @@ def measure(
             assert status == 202, body
             return str(json.loads(body)["id"])
 
+        cpu_before = sum(_cpu_seconds(pid) for pid in worker_pids)
         began = time.monotonic()
         with ThreadPoolExecutor(max_workers=clients) as pool:
             trace_ids = list(pool.map(post, range(runs)))
@@ -232,6 +242,7 @@ def measure(
                 break
             time.sleep(0.2)
         ended = time.monotonic()
+        worker_cpu = sum(_cpu_seconds(pid) for pid in worker_pids) - cpu_before
         sampling.set()
         sampler.join()
         seconds = ended - began
@@ -293,6 +304,8 @@ def measure(
                 "p50_ms": round(statistics.median(latencies)) if latencies else None,
                 "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))]) if latencies else None,
                 "worker_peak_rss_mb": round(peaks["rss_mb"], 1),
+                "worker_cpu_s": round(worker_cpu, 2),
+                "worker_cpu_ms_per_run": round(worker_cpu * 1000 / runs, 1),
                 "sessions_opened": sessions_opened,
                 "sessions_opened_per_second": round(sessions_opened / seconds, 2),
                 "peak_open_sessions": peaks["open_sessions"],
@@ -328,8 +341,9 @@ def report_write(results: list[dict[str, Any]], *, command: str, meta: dict[str,
         "",
         "| configuration | runs | lost | posting (s) | all terminal (s) | x ideal | after last "
         "POST (s) | runs/s | p50 / p95 run (ms) | worker peak RSS (MB) | sessions opened "
-        "(per s) | peak sessions open | run worker: sessions seen / peak open |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "(per s) | peak sessions open | run worker: sessions seen / peak open | run worker CPU "
+        "per run (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
@@ -339,7 +353,7 @@ def report_write(results: list[dict[str, Any]], *, command: str, meta: dict[str,
             f"{r.get('p50_ms')} / {r.get('p95_ms')} | {r.get('worker_peak_rss_mb')} | "
             f"{r.get('sessions_opened')} ({r.get('sessions_opened_per_second')}) | "
             f"{r.get('peak_open_sessions')} | {r.get('run_worker_sessions_seen')} / "
-            f"{r.get('run_worker_peak_open_sessions')} |"
+            f"{r.get('run_worker_peak_open_sessions')} | {r.get('worker_cpu_ms_per_run')} |"
         )
     lines += [
         "",
