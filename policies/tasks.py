@@ -72,11 +72,13 @@ def _signatures(trace: Trace) -> list[str]:
     return [facts.signature for facts in failures_of_trace(trace)]
 
 
-def reflexion_enqueue(*, trace_id: str) -> bool:
-    """Queue Reflexion for a failed run unless its error signatures were just handled."""
+def reflexion_enqueue(*, trace_id: str, trace: Trace | None = None) -> bool:
+    """Queue Reflexion for a failed run unless its error signatures were just handled.
+    ``trace`` is the run's row when the caller has read it already."""
     from policies.reflexion import trace_needs_reflexion
 
-    trace = Trace.objects.filter(pk=trace_id).first()
+    if trace is None:
+        trace = Trace.objects.filter(pk=trace_id).first()
     if trace is None or not settings.REFLEXION_ENABLED or not trace_needs_reflexion(trace):
         return False
     # An A/B experiment's control arm is the loop switched off: it must not learn either.
