@@ -511,9 +511,9 @@ def _load_run(trace_id: str) -> tuple[Trace, dict[str, ToolSnapshot], list[Step]
     # inside a caller's transaction, whose connection must stay).
     if not connection.in_atomic_block:
         close_old_connections()
-    if not trace_services.trace_mark_running(trace_id=trace_id):
+    trace = trace_services.trace_start_running(trace_id=trace_id)
+    if trace is None:
         return None
-    trace = Trace.objects.select_related("agent").get(pk=trace_id)
     steps = list(trace.steps.order_by("step_number"))
     return trace, tool_snapshots(agent_id=trace.agent_id), steps
 

@@ -79,16 +79,25 @@ def trace_set_policy(*, trace_id: str, version: str) -> None:
 
 def trace_mark_running(*, trace_id: str) -> bool:
     """queued/running -> running, counting the attempt. False when already terminal."""
+    return trace_start_running(trace_id=trace_id) is not None
+
+
+def trace_start_running(*, trace_id: str) -> Trace | None:
+    """``trace_mark_running`` that returns the run's row as saved, with its agent (the row
+    the runtime executes, read once); None when already terminal."""
     with transaction.atomic():
-        trace = Trace.objects.select_for_update().get(pk=trace_id)
+        # Locks the trace's row only, not its agent's.
+        trace = (
+            Trace.objects.select_related("agent").select_for_update(of=("self",)).get(pk=trace_id)
+        )
         if trace.is_terminal:
-            return False
+            return None
         trace.status = Trace.Status.RUNNING
         trace.attempts += 1
         trace.started_at = trace.started_at or timezone.now()
         trace.save(update_fields=["status", "attempts", "started_at"])
         status_publish_on_commit(trace_id=trace_id, status=trace.status)
-    return True
+    return trace
 
 
 def _outcome_for_status(status: str, tool_successes: int) -> str:
