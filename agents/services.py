@@ -39,6 +39,7 @@ from traces.classifier import error_rules_aload
 from traces.db_threads import db_async
 from traces.models import Step, Trace
 from traces.recorder import RunConflict, step_to_record
+from traces.rollups import rollups_remember_trace
 
 logger = logging.getLogger(__name__)
 
@@ -564,6 +565,8 @@ async def run_execute(
             await db_async(trace_services.trace_set_policy)(
                 trace_id=trace_id, version=policy.version
             )
+        # The group commit's rollups then need not read the run's dimensions back.
+        rollups_remember_trace(trace=trace, policy_version=policy.version)
         llm = llm_client_build(backend=llm_backend or trace.llm_backend)
         rules = await error_rules_aload()
         if await _uses_selfrag(trace.query):
