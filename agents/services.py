@@ -596,7 +596,7 @@ async def run_execute(
         raise
     if recorder.telemetry is not None:
         recorder.telemetry.end(error_type=outcome.error_type)
-    await db_async(trace_services.trace_finish)(
+    finished = await db_async(trace_services.trace_finish)(
         trace_id=trace_id,
         status=outcome.status,
         final_answer=outcome.final_answer,
@@ -604,7 +604,7 @@ async def run_execute(
         outcome=outcome.outcome,
     )
     if reflect:
-        await db_async(run_ended.send)(sender=Trace, trace_id=trace_id)
+        await db_async(run_ended.send)(sender=Trace, trace_id=trace_id, trace=finished)
     return outcome
 
 

@@ -288,11 +288,13 @@ def strategy_reject(*, strategy: Strategy, actor: Any = None, reason: str = "") 
     return strategy
 
 
-def run_ended(*, trace_id: str) -> None:
+def run_ended(*, trace_id: str, trace: Trace | None = None) -> None:
     """After a run: score the strategies it applied, then queue Reflexion if it failed.
-    Both read the run's row once (scoring writes strategies, never the trace)."""
+    Both use one row of the run (scoring writes strategies, never the trace): ``trace``, the
+    finished row the caller holds, or one read here."""
     from policies.tasks import reflexion_enqueue
 
-    trace = Trace.objects.get(pk=trace_id)
+    if trace is None:
+        trace = Trace.objects.get(pk=trace_id)
     run_outcomes_record(trace_id=trace_id, trace=trace)
     reflexion_enqueue(trace_id=trace_id, trace=trace)
