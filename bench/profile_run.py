@@ -76,10 +76,20 @@ class QueryCounter:
             if self not in connection.execute_wrappers:
                 connection.execute_wrappers.append(self)
 
-        connection_created.connect(attach, weak=False)
+        connection_created.connect(attach, weak=False, dispatch_uid=f"profile_run.{id(self)}")
         for conn in connections.all(initialized_only=True):
             if self not in conn.execute_wrappers:
                 conn.execute_wrappers.append(self)
+
+    def uninstall(self) -> None:
+        """Stop attaching to new connections and leave this thread's (others' close)."""
+        from django.db import connections
+        from django.db.backends.signals import connection_created
+
+        connection_created.disconnect(dispatch_uid=f"profile_run.{id(self)}")
+        for conn in connections.all(initialized_only=True):
+            if self in conn.execute_wrappers:
+                conn.execute_wrappers.remove(self)
 
 
 class ThreadProfiles:
