@@ -147,7 +147,19 @@ class _ScoredStep(NamedTuple):
     strategies_applied: Any
 
 
-def run_outcomes_record(*, trace_id: str, trace: Trace | None = None) -> dict[int, bool]:
+def _scored_steps(trace_id: Any) -> list[_ScoredStep]:
+    """Every step of the run, in order, with the few fields scoring and Reflexion read."""
+    return [
+        _ScoredStep(*row)
+        for row in Step.objects.filter(trace_id=trace_id)
+        .order_by("step_number")
+        .values_list("ok", "error_type", "error_detail", "strategies_applied")
+    ]
+
+
+def run_outcomes_record(
+    *, trace_id: str, trace: Trace | None = None, rows: list[_ScoredStep] | None = None
+) -> dict[int, bool]:
     """Score every strategy that acted on an ended run, by whether the run answered correctly.
 
     A success needs the run to end with a grounded answer (``GROUNDED_OUTCOMES``):
@@ -159,19 +171,16 @@ def run_outcomes_record(*, trace_id: str, trace: Trace | None = None) -> dict[in
       and an answer: a call it blocked that would have succeeded counts as a failure). A
       rule that checked calls and blocked none did not act and is not scored.
 
-    ``trace`` is the ended run's row when the caller has read it already."""
+    ``trace`` is the ended run's row, and ``rows`` its steps (``_scored_steps``), when the
+    caller has read them already."""
     if trace is None:
         trace = Trace.objects.get(pk=trace_id)
     if not trace.is_terminal:
         return {}
     # One read of the few fields scoring needs, for both the steps a strategy touched and
     # the error types the run met.
-    rows = [
-        _ScoredStep(*row)
-        for row in Step.objects.filter(trace_id=trace.pk)
-        .order_by("step_number")
-        .values_list("ok", "error_type", "error_detail", "strategies_applied")
-    ]
+    if rows is None:
+        rows = _scored_steps(trace.pk)
     steps = [row for row in rows if row.strategies_applied != []]
     error_types = {row.error_type for row in rows if row.error_type}
     grounded = trace.outcome in GROUNDED_OUTCOMES
@@ -296,5 +305,8 @@ def run_ended(*, trace_id: str, trace: Trace | None = None) -> None:
 
     if trace is None:
         trace = Trace.objects.get(pk=trace_id)
-    run_outcomes_record(trace_id=trace_id, trace=trace)
-    reflexion_enqueue(trace_id=trace_id, trace=trace)
+    # Scoring and Reflexion's check read the same steps: once (an ended run's steps are
+    # all written).
+    rows = _scored_steps(trace.pk) if trace.is_terminal else None
+    run_outcomes_record(trace_id=trace_id, trace=trace, rows=rows)
+    reflexion_enqueue(trace_id=trace_id, trace=trace, steps=rows)
