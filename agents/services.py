@@ -39,6 +39,7 @@ from traces.classifier import error_rules_aload
 from traces.db_threads import db_async
 from traces.models import Step, Trace
 from traces.recorder import RunConflict, step_to_record
+from traces.rollups import rollups_remember_trace
 
 logger = logging.getLogger(__name__)
 
@@ -511,9 +512,9 @@ def _load_run(trace_id: str) -> tuple[Trace, dict[str, ToolSnapshot], list[Step]
     # inside a caller's transaction, whose connection must stay).
     if not connection.in_atomic_block:
         close_old_connections()
-    if not trace_services.trace_mark_running(trace_id=trace_id):
+    trace = trace_services.trace_start_running(trace_id=trace_id)
+    if trace is None:
         return None
-    trace = Trace.objects.select_related("agent").get(pk=trace_id)
     steps = list(trace.steps.order_by("step_number"))
     return trace, tool_snapshots(agent_id=trace.agent_id), steps
 
@@ -564,6 +565,8 @@ async def run_execute(
             await db_async(trace_services.trace_set_policy)(
                 trace_id=trace_id, version=policy.version
             )
+        # The group commit's rollups then need not read the run's dimensions back.
+        rollups_remember_trace(trace=trace, policy_version=policy.version)
         llm = llm_client_build(backend=llm_backend or trace.llm_backend)
         rules = await error_rules_aload()
         if await _uses_selfrag(trace.query):
@@ -593,7 +596,7 @@ async def run_execute(
         raise
     if recorder.telemetry is not None:
         recorder.telemetry.end(error_type=outcome.error_type)
-    await db_async(trace_services.trace_finish)(
+    finished = await db_async(trace_services.trace_finish)(
         trace_id=trace_id,
         status=outcome.status,
         final_answer=outcome.final_answer,
@@ -601,7 +604,7 @@ async def run_execute(
         outcome=outcome.outcome,
     )
     if reflect:
-        await db_async(run_ended.send)(sender=Trace, trace_id=trace_id)
+        await db_async(run_ended.send)(sender=Trace, trace_id=trace_id, trace=finished)
     return outcome
 
 

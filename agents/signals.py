@@ -20,5 +20,6 @@ customer_memory_changed = Signal()
 
 # Sent with ``trace_id`` after a run ends (not for replays): the learning loop scores the
 # strategies it applied and queues Reflexion if it failed (``policies.apps``). Receivers run
-# in the caller's thread, after the trace is finished.
+# in the caller's thread, after the trace is finished. ``trace``, when given, is the finished
+# row as ``trace_finish`` saved it (receivers need not read it again).
 run_ended = Signal()

@@ -10,10 +10,10 @@ def _external_runs_ended(sender: Any, *, trace_ids: list[str], **_: Any) -> None
     external_runs_hand_off(trace_ids=trace_ids)
 
 
-def _run_ended(sender: Any, *, trace_id: str, **_: Any) -> None:
+def _run_ended(sender: Any, *, trace_id: str, trace: Any = None, **_: Any) -> None:
     from policies.services import run_ended
 
-    run_ended(trace_id=trace_id)
+    run_ended(trace_id=trace_id, trace=trace)
 
 
 def _policy_for_run(trace: Any) -> Any:

@@ -1220,8 +1220,11 @@ def reflexion_run(*, trace_id: str, auto_approve: bool | None = None) -> list[Re
     return records
 
 
-def trace_needs_reflexion(trace: Trace) -> bool:
-    return (
-        trace.source != "replay"
-        and trace.steps.filter(ok=False).exclude(error_type__in=["", *NOT_LEARNABLE]).exists()
-    )
+def trace_needs_reflexion(trace: Trace, *, steps: list[Any] | None = None) -> bool:
+    """A run that is no replay and has a failed step with a learnable error type. ``steps``
+    (rows with ``ok`` and ``error_type``, every step of the run) spares reading them."""
+    if trace.source == "replay":
+        return False
+    if steps is not None:
+        return any(not s.ok and s.error_type not in ("", *NOT_LEARNABLE) for s in steps)
+    return trace.steps.filter(ok=False).exclude(error_type__in=["", *NOT_LEARNABLE]).exists()

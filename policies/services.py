@@ -9,7 +9,7 @@ send it to review.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -18,7 +18,7 @@ from policies.branches import branch_slot
 from policies.models import PolicyVersion, Strategy, StrategyConfidenceEvent
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
 from policies.signals import REVIEW_CONSECUTIVE_FAILURES, audit_event, review_requested
-from traces.models import Trace
+from traces.models import Step, Trace
 from traces.redaction import redact_value
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,28 @@ def _rule_blocked(step: Any, strategy_id: int) -> bool:
     return not step.ok and f"policy rule S{strategy_id}:" in (step.error_detail or "")
 
 
-def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
+class _ScoredStep(NamedTuple):
+    """The fields of a step that scoring reads."""
+
+    ok: bool
+    error_type: str
+    error_detail: str
+    strategies_applied: Any
+
+
+def _scored_steps(trace_id: Any) -> list[_ScoredStep]:
+    """Every step of the run, in order, with the few fields scoring and Reflexion read."""
+    return [
+        _ScoredStep(*row)
+        for row in Step.objects.filter(trace_id=trace_id)
+        .order_by("step_number")
+        .values_list("ok", "error_type", "error_detail", "strategies_applied")
+    ]
+
+
+def run_outcomes_record(
+    *, trace_id: str, trace: Trace | None = None, rows: list[_ScoredStep] | None = None
+) -> dict[int, bool]:
     """Score every strategy that acted on an ended run, by whether the run answered correctly.
 
     A success needs the run to end with a grounded answer (``GROUNDED_OUTCOMES``):
@@ -148,12 +169,20 @@ def run_outcomes_record(*, trace_id: str) -> dict[int, bool]:
     - a validation rule counts once per run in which it blocked a call: grounded (the model
       recovered with a call the rule accepts) or not (the rule stood between the customer
       and an answer: a call it blocked that would have succeeded counts as a failure). A
-      rule that checked calls and blocked none did not act and is not scored."""
-    trace = Trace.objects.get(pk=trace_id)
+      rule that checked calls and blocked none did not act and is not scored.
+
+    ``trace`` is the ended run's row, and ``rows`` its steps (``_scored_steps``), when the
+    caller has read them already."""
+    if trace is None:
+        trace = Trace.objects.get(pk=trace_id)
     if not trace.is_terminal:
         return {}
-    steps = list(trace.steps.exclude(strategies_applied=[]).order_by("step_number"))
-    error_types = set(trace.steps.exclude(error_type="").values_list("error_type", flat=True))
+    # One read of the few fields scoring needs, for both the steps a strategy touched and
+    # the error types the run met.
+    if rows is None:
+        rows = _scored_steps(trace.pk)
+    steps = [row for row in rows if row.strategies_applied != []]
+    error_types = {row.error_type for row in rows if row.error_type}
     grounded = trace.outcome in GROUNDED_OUTCOMES
     outcomes: list[tuple[int, bool]] = []
     run_level: dict[int, bool] = {}
@@ -268,9 +297,16 @@ def strategy_reject(*, strategy: Strategy, actor: Any = None, reason: str = "") 
     return strategy
 
 
-def run_ended(*, trace_id: str) -> None:
-    """After a run: score the strategies it applied, then queue Reflexion if it failed."""
-    run_outcomes_record(trace_id=trace_id)
+def run_ended(*, trace_id: str, trace: Trace | None = None) -> None:
+    """After a run: score the strategies it applied, then queue Reflexion if it failed.
+    Both use one row of the run (scoring writes strategies, never the trace): ``trace``, the
+    finished row the caller holds, or one read here."""
     from policies.tasks import reflexion_enqueue
 
-    reflexion_enqueue(trace_id=trace_id)
+    if trace is None:
+        trace = Trace.objects.get(pk=trace_id)
+    # Scoring and Reflexion's check read the same steps: once (an ended run's steps are
+    # all written).
+    rows = _scored_steps(trace.pk) if trace.is_terminal else None
+    run_outcomes_record(trace_id=trace_id, trace=trace, rows=rows)
+    reflexion_enqueue(trace_id=trace_id, trace=trace, steps=rows)

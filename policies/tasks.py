@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -72,12 +73,21 @@ def _signatures(trace: Trace) -> list[str]:
     return [facts.signature for facts in failures_of_trace(trace)]
 
 
-def reflexion_enqueue(*, trace_id: str) -> bool:
-    """Queue Reflexion for a failed run unless its error signatures were just handled."""
+def reflexion_enqueue(
+    *, trace_id: str, trace: Trace | None = None, steps: list[Any] | None = None
+) -> bool:
+    """Queue Reflexion for a failed run unless its error signatures were just handled.
+    ``trace`` is the run's row and ``steps`` every step's ``ok`` and ``error_type`` when the
+    caller has read them already."""
     from policies.reflexion import trace_needs_reflexion
 
-    trace = Trace.objects.filter(pk=trace_id).first()
-    if trace is None or not settings.REFLEXION_ENABLED or not trace_needs_reflexion(trace):
+    if trace is None:
+        trace = Trace.objects.filter(pk=trace_id).first()
+    if (
+        trace is None
+        or not settings.REFLEXION_ENABLED
+        or not trace_needs_reflexion(trace, steps=steps)
+    ):
         return False
     # An A/B experiment's control arm is the loop switched off: it must not learn either.
     if trace.experiment_arm == Experiment.Arm.CONTROL:

@@ -303,6 +303,16 @@ def rollups_forget_trace(*, trace_id: str) -> None:
         _dims_cache.pop(str(trace_id), None)
 
 
+def rollups_remember_trace(*, trace: Trace, policy_version: str) -> None:
+    """Cache the dimensions of a run about to write steps, from its row in hand and the
+    policy version it runs (stored already), so its first step batch need not read them."""
+    dims = _trace_dims(trace.origin, trace.agent_id, policy_version, trace.policy_bucket)
+    with _dims_lock:
+        _dims_cache[str(trace.pk)] = dims
+        while len(_dims_cache) > _DIMS_CACHE_SIZE:
+            _dims_cache.popitem(last=False)
+
+
 def _dims_of(trace_ids: set[str]) -> dict[str, TraceDims]:
     with _dims_lock:
         found = {pk: _dims_cache[pk] for pk in trace_ids if pk in _dims_cache}

@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import F
 from django.utils import timezone
 
 from traces.live import status_publish_on_commit, step_publish_on_commit
@@ -79,16 +79,25 @@ def trace_set_policy(*, trace_id: str, version: str) -> None:
 
 def trace_mark_running(*, trace_id: str) -> bool:
     """queued/running -> running, counting the attempt. False when already terminal."""
+    return trace_start_running(trace_id=trace_id) is not None
+
+
+def trace_start_running(*, trace_id: str) -> Trace | None:
+    """``trace_mark_running`` that returns the run's row as saved, with its agent (the row
+    the runtime executes, read once); None when already terminal."""
     with transaction.atomic():
-        trace = Trace.objects.select_for_update().get(pk=trace_id)
+        # Locks the trace's row only, not its agent's.
+        trace = (
+            Trace.objects.select_related("agent").select_for_update(of=("self",)).get(pk=trace_id)
+        )
         if trace.is_terminal:
-            return False
+            return None
         trace.status = Trace.Status.RUNNING
         trace.attempts += 1
         trace.started_at = trace.started_at or timezone.now()
         trace.save(update_fields=["status", "attempts", "started_at"])
         status_publish_on_commit(trace_id=trace_id, status=trace.status)
-    return True
+    return trace
 
 
 def _outcome_for_status(status: str, tool_successes: int) -> str:
@@ -102,19 +111,66 @@ def _outcome_for_status(status: str, tool_successes: int) -> str:
     return Trace.Outcome.ANSWERED_WITHOUT_DATA
 
 
-def _retry_aggregates() -> dict[str, Any]:
-    """What ``tool_call_retries`` needs, as aggregates over one run's steps (no ordering
-    pass): the tool calls that failed, the number of the last failed one and of the last."""
-    # A pre-condition's lookup is made on the call's behalf, never as a retry of it.
-    # (has_key, not a comparison: a missing key compares as NULL, and NOT NULL drops the row)
-    calls = Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL) & ~Q(
-        details__has_key="auxiliary"
+def _has_key(value: Any, key: str) -> bool:
+    """PostgreSQL's ``jsonb ? key`` on a stored value: an object's key, or an array's
+    string element (what ``details__has_key`` filters on)."""
+    if isinstance(value, dict | list):
+        return key in value
+    return False
+
+
+def _step_totals(trace_id: str) -> dict[str, Any]:
+    """The totals a finished run stores, from one plain read of its steps' few columns.
+
+    The same figures as the aggregates a rebuild computes (count, sums, the failed steps,
+    the successful and all tool calls, and what ``tool_call_retries`` needs: the tool calls
+    that failed, the number of the last failed one and of the last), summed here instead of
+    compiling ten filtered aggregates per run: a run has tens of steps at most. A
+    pre-condition's lookup (``details`` has the key ``auxiliary``) is made on the call's
+    behalf, never as a retry of it.
+    """
+    rows = Step.objects.filter(trace_id=trace_id).values_list(
+        "step_number",
+        "latency_ms",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "ok",
+        "phase",
+        "action_type",
+        "details",
     )
-    return {
-        "failed_calls": Count("id", filter=calls & Q(ok=False)),
-        "last_failed_call": Max("step_number", filter=calls & Q(ok=False)),
-        "last_call": Max("step_number", filter=calls),
+    totals: dict[str, Any] = {
+        "steps": 0,
+        "latency": 0,
+        "tokens": 0,
+        "cost": Decimal(0),
+        "failed": 0,
+        "tool_successes": 0,
+        "action_steps": 0,
+        "failed_calls": 0,
+        "last_failed_call": None,
+        "last_call": None,
     }
+    for number, latency, prompt, completion, cost, ok, phase, action_type, details in rows:
+        totals["steps"] += 1
+        totals["latency"] += latency
+        totals["tokens"] += prompt + completion
+        totals["cost"] += cost
+        if not ok:
+            totals["failed"] += 1
+        if phase != Step.Phase.ACTION or action_type != Step.ActionType.TOOL:
+            continue
+        totals["action_steps"] += 1
+        if ok:
+            totals["tool_successes"] += 1
+        if _has_key(details, "auxiliary"):
+            continue
+        totals["last_call"] = max(number, totals["last_call"] or number)
+        if not ok:
+            totals["failed_calls"] += 1
+            totals["last_failed_call"] = max(number, totals["last_failed_call"] or number)
+    return totals
 
 
 def trace_finish(
@@ -138,31 +194,16 @@ def trace_finish(
         trace = Trace.objects.select_for_update().get(pk=trace_id)
         if trace.is_terminal:
             return trace
-        totals = Step.objects.filter(trace_id=trace_id).aggregate(
-            steps=Count("id"),
-            latency=Sum("latency_ms"),
-            prompt=Sum("prompt_tokens"),
-            completion=Sum("completion_tokens"),
-            cost=Sum("cost_usd"),
-            failed=Count("id", filter=Q(ok=False)),
-            tool_successes=Count(
-                "id",
-                filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL, ok=True),
-            ),
-            action_steps=Count(
-                "id", filter=Q(phase=Step.Phase.ACTION, action_type=Step.ActionType.TOOL)
-            ),
-            **_retry_aggregates(),
-        )
+        totals = _step_totals(trace_id)
         trace.status = status
         trace.outcome = outcome or _outcome_for_status(status, totals["tool_successes"])
         trace.final_answer = redact_text(final_answer)
         trace.error_type = error_type
-        trace.total_steps = totals["steps"] or 0
-        trace.total_latency_ms = totals["latency"] or 0
-        trace.total_tokens = (totals["prompt"] or 0) + (totals["completion"] or 0)
-        trace.total_cost_usd = totals["cost"] or Decimal(0)
-        trace.failed_steps = totals["failed"] or 0
+        trace.total_steps = totals["steps"]
+        trace.total_latency_ms = totals["latency"]
+        trace.total_tokens = totals["tokens"]
+        trace.total_cost_usd = totals["cost"]
+        trace.failed_steps = totals["failed"]
         trace.retries = tool_call_retries(
             failed_calls=totals["failed_calls"],
             last_failed=totals["last_failed_call"],
