@@ -359,8 +359,8 @@ def report_write(results: list[dict[str, Any]], *, command: str, meta: dict[str,
         "",
         "Sessions opened: every process of the installation (web, sandbox, run worker, "
         "learner, beat), counted exactly by PostgreSQL's `pg_stat_database.sessions` during "
-        "the measured window (the web and sandbox servers open one per request: "
-        "`DB_CONN_MAX_AGE=0` under daphne). Run worker: its distinct sessions "
+        "the measured window (the web and sandbox servers borrow from a pool of their own, "
+        "`DB_POOL_MAX_SIZE`). Run worker: its distinct sessions "
         "(`application_name` agentops-worker1), sampled from `pg_stat_activity` every "
         "0.25 s, so a session shorter than that may be missed.",
     ]
