@@ -135,7 +135,10 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def worker_pids(root_pid: int) -> list[int]:
+def worker_pids(root_pid: int, *, queues: str = "agents") -> list[int]:
+    """The Celery worker processes under ``root_pid`` that consume ``queues`` (bin/serve's
+    run workers by default; the learner consumes ``reflexion,default``)."""
+    wanted = f" -Q {queues} ".encode()
     pids = []
     for pid in _descendants(root_pid):
         try:
@@ -143,7 +146,7 @@ def worker_pids(root_pid: int) -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if b"celery" in cmdline and b" worker" in cmdline and b" beat" not in cmdline:
+        if b"celery" in cmdline and b" worker" in cmdline and wanted in cmdline:
             pids.append(pid)
     return pids
 

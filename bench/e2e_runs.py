@@ -46,6 +46,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.crash_drill import worker_pids as run_worker_pids
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL_CALLS_PER_RUN = 3
@@ -123,20 +125,6 @@ class Monitor:
         self.conn.close()
 
 
-def _run_worker_pids(root_pid: int) -> list[int]:
-    from bench.crash_drill import _descendants
-
-    pids = []
-    for pid in _descendants(root_pid):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if b" worker" in cmdline and b"-Q agents " in cmdline:
-            pids.append(pid)
-    return pids
-
-
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (``/proc/<pid>/stat``), 0 once it is gone."""
     try:
@@ -196,7 +184,7 @@ def measure(
         assert status == 202, body
         app.wait_terminal(json.loads(body)["id"], token=token)
         model.requests.clear()
-        worker_pids = _run_worker_pids(app.process.pid)
+        worker_pids = run_worker_pids(app.process.pid)
         monitor, sampler_db = Monitor(app.database_name), Monitor(app.database_name)
         sessions_before = monitor.sessions_opened()
         peaks: dict[str, Any] = {"rss_mb": 0.0, "open_sessions": 0, "worker_open": 0}
