@@ -62,7 +62,7 @@ ORDER = re.compile(r"#W\d{7}")
 
 def responder(request: Any) -> tuple[Any, ...]:
     """Look the order up, reflect, answer: 3 calls per run, each ``LATENCY_S``."""
-    time.sleep(LATENCY_S[0])
+    time.sleep(LATENCY_S[0])  # the model's latency: what the runs wait on, by design
     fmt = (request or {}).get("response_format") or {}
     name = (fmt.get("json_schema") or {}).get("name", "")
     messages = (request or {}).get("messages") or []
@@ -228,7 +228,7 @@ def measure(
             )[0][0]
             if not open_runs:
                 break
-            time.sleep(0.2)
+            time.sleep(0.2)  # polling interval; the loop ends on the condition or the deadline
         ended = time.monotonic()
         worker_cpu = sum(_cpu_seconds(pid) for pid in worker_pids) - cpu_before
         sampling.set()

@@ -903,7 +903,7 @@ def sandbox_served(
                 pass
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the sandbox server did not answer on {base}")
-            time.sleep(0.2)
+            time.sleep(0.2)  # polling interval until the server answers (deadline above)
         yield base, process
     finally:
         process.terminate()

@@ -242,7 +242,7 @@ def drill(
         load_began = time.monotonic()
         for thread in threads:
             thread.start()
-        time.sleep(before_s)
+        time.sleep(before_s)  # load runs this long before the stop: a drill parameter
         result["runs_posted_before_outage"] = len(posted)
         url = database_url.replace("postgres://", "postgresql://")
         before_ids = list(posted)
@@ -257,7 +257,7 @@ def drill(
         stopped_at = time.monotonic()
         cluster.stop("fast")
         result["stop_seconds"] = round(time.monotonic() - stopped_at, 2)
-        time.sleep(outage_s)
+        time.sleep(outage_s)  # the outage's length: a drill parameter
         phase[0] = "restarting"
         restart_began = time.monotonic()
         cluster.start()

@@ -76,6 +76,7 @@ async def serve(config: dict[str, Any]) -> None:
             return items.ModelResponse(output=output, usage=usage.Usage(), response_id=None)
 
         def stream_response(self, *a: Any, **k: Any) -> Any:
+            # Required by the SDK's Model interface; Runner.run never streams.
             raise NotImplementedError("the benchmark does not stream")
 
     async def get_sku_price(sku: str) -> str:
