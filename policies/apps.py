@@ -2,6 +2,7 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
+from django.db.models import QuerySet
 
 
 def _external_runs_ended(sender: Any, *, trace_ids: list[str], **_: Any) -> None:
@@ -38,8 +39,11 @@ class PoliciesConfig(AppConfig):
         from agents.hooks import periodic_job_register, policy_resolver_register
         from agents.signals import run_ended
         from traces.otlp import external_runs_ended
+        from traces.retention import retention_hold_register
 
         policy_resolver_register(_policy_for_run)
+        # A strategy's evidence outlives the retention window: its review and audit cite it.
+        retention_hold_register("strategy evidence", _strategy_source_traces)
         run_ended.connect(_run_ended, dispatch_uid="policies.run_ended")
         external_runs_ended.connect(_external_runs_ended, dispatch_uid="policies.external_runs")
         # Celery beat runs it in the production shape (CELERY_BEAT_SCHEDULE).
@@ -48,3 +52,9 @@ class PoliciesConfig(AppConfig):
             _evaluate_rollouts,
             interval_seconds=settings.ROLLOUT_EVALUATE_INTERVAL_SECONDS,
         )
+
+
+def _strategy_source_traces() -> QuerySet:
+    from policies.models import Strategy
+
+    return Strategy.source_traces.through.objects.values("trace_id")

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models import QuerySet
 
 
 class ReviewsConfig(AppConfig):
@@ -42,3 +43,15 @@ class ReviewsConfig(AppConfig):
             review_items_reopen_on_evidence, dispatch_uid="reviews.reopen_on_evidence"
         )
         review_records_register(DatabaseReviewRecords())
+        # A person still has to look at the run behind an open item: retention keeps it.
+        from traces.retention import retention_hold_register
+
+        retention_hold_register("open review item", _open_item_traces)
+
+
+def _open_item_traces() -> QuerySet:
+    from reviews.models import ReviewItem
+
+    return ReviewItem.objects.filter(
+        status__in=(ReviewItem.Status.OPEN, ReviewItem.Status.NEEDS_EVIDENCE), trace__isnull=False
+    ).values("trace_id")

@@ -12,6 +12,7 @@ Columns: anonymous, support, a second support user, ops, admin.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -43,7 +44,7 @@ from sandbox.models import (
 )
 from sandbox.services import contractdrift_set, faultrule_set
 from tests.policies.conftest import make_strategy  # noqa: F401
-from traces.models import Feedback, Job, Step, Trace
+from traces.models import Feedback, Job, Step, Trace, TracePrune
 from traces.rollups import rollups_record_steps
 from traces.services import job_start, trace_create, trace_finish
 
@@ -364,6 +365,9 @@ ADMIN_REFUSED = {
     ("policies.rollout", "add"),
     ("policies.rolloutdecision", "add"),
     ("traces.job", "add"),
+    # Retention passes are the audit log of deletions: written by the pass, never edited.
+    ("traces.traceprune", "add"),
+    ("traces.traceprune", "delete"),
     # Customer facts are learned by runs and deleted (audited) on the customer memory page.
     ("agents.customerfact", "add"),
     ("agents.customerfact", "delete"),
@@ -464,6 +468,7 @@ def world(
     review_item_approve(item_id=decided.pk, user=ops_user, note="publish a version")
     strategy_outcome_record(strategy_id=decided.strategy_id, success=True, trace_id=str(trace.pk))
     job_start(kind=Job.Kind.REPLAY, name="replay for the matrix", total=1)
+    TracePrune.objects.create(cutoff=timezone.now() - timedelta(days=30), dry_run=True)
     tool = Tool.objects.order_by("pk").first()
     assert tool is not None
     ToolAlert.objects.create(tool=tool, kind=ToolAlert.Kind.SUSPENDED, message="timeouts")

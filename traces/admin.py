@@ -13,6 +13,7 @@ from traces.models import (
     StepRollupDaily,
     StepRollupHourly,
     Trace,
+    TracePrune,
 )
 
 
@@ -135,4 +136,30 @@ class JobAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in Job._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(TracePrune)
+class TracePruneAdmin(admin.ModelAdmin):
+    """The audit log of retention passes (``manage.py traces_prune``): read-only."""
+
+    list_display = [
+        "started_at",
+        "cutoff",
+        "dry_run",
+        "traces_deleted",
+        "steps_deleted",
+        "traces_held",
+        "finished_at",
+    ]
+    list_filter = ["dry_run"]
+    readonly_fields = [f.name for f in TracePrune._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

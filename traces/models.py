@@ -454,6 +454,7 @@ class Job(models.Model):
         REFLEXION = "reflexion", "Reflexion batch"
         REPLAY = "replay", "Replay"
         BENCHMARK = "benchmark", "Benchmark"
+        RETENTION = "retention", "Retention (old runs deleted)"
 
     class Status(models.TextChoices):
         RUNNING = "running"
@@ -484,3 +485,31 @@ class Job(models.Model):
         if not self.total:
             return None
         return min(100, round(100 * self.done / self.total))
+
+
+class TracePrune(models.Model):
+    """One retention pass (``traces.retention``): which runs it deleted and when.
+
+    The audit log of deletions, and the retention horizon: the latest ``cutoff`` of a pass
+    that was not a dry run. Rows before it may be gone, so no rollup before it is rebuilt.
+    """
+
+    cutoff = models.DateTimeField(help_text="Ended runs created before this were deleted.")
+    dry_run = models.BooleanField(default=False)
+    traces_matched = models.PositiveIntegerField(default=0)
+    traces_held = models.PositiveIntegerField(
+        default=0, help_text="Ended runs before the cutoff that a hold kept."
+    )
+    traces_deleted = models.PositiveIntegerField(default=0)
+    steps_deleted = models.PositiveBigIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(
+        null=True, blank=True, help_text="Blank while running, or if the pass was cut short."
+    )
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["dry_run", "cutoff"], name="traceprune_horizon")]
+
+    def __str__(self) -> str:
+        return f"prune before {self.cutoff:%Y-%m-%d} ({self.traces_deleted} runs)"

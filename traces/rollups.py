@@ -32,6 +32,7 @@ from traces.models import (
     StepRollupDaily,
     StepRollupHourly,
     Trace,
+    TracePrune,
 )
 
 logger = logging.getLogger(__name__)
@@ -470,6 +471,21 @@ def _runs_since(since: datetime, chunk: int) -> Iterator[tuple[Any, ...]]:
     )
 
 
+def retention_horizon() -> datetime | None:
+    """The latest cutoff a retention pass deleted up to (``traces.retention``; dry runs do not
+    count); None if none ran. Rows before it may be gone."""
+    return (
+        TracePrune.objects.filter(dry_run=False)
+        .order_by("-cutoff")
+        .values_list("cutoff", flat=True)
+        .first()
+    )
+
+
+class RetentionHorizonError(ValueError):
+    """A rebuild asked for a period whose rows a retention pass deleted."""
+
+
 def rollups_rebuild(*, since: datetime, chunk: int = 20_000) -> dict[str, int]:
     """Recompute every rollup row from the UTC day of ``since`` on, from steps and traces.
 
@@ -478,6 +494,13 @@ def rollups_rebuild(*, since: datetime, chunk: int = 20_000) -> dict[str, int]:
     yet hold them.
     """
     start = day_of(since)
+    horizon = retention_horizon()
+    if horizon is not None and start < horizon:
+        raise RetentionHorizonError(
+            f"the rebuild would start at {start.isoformat()}, before the retention horizon "
+            f"{horizon.isoformat()}: runs before it were deleted, so their rollups cannot be "
+            "recomputed. Rebuild from the horizon on."
+        )
     tables = (StepRollupHourly, StepRollupDaily, RunRollupHourly, RunRollupDaily)
     with transaction.atomic():
         if connection.vendor == "postgresql":

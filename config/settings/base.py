@@ -153,6 +153,11 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # How often open canary rollouts are judged: by Celery beat, or by the embedded worker.
 ROLLOUT_EVALUATE_INTERVAL_SECONDS = env.float("ROLLOUT_EVALUATE_INTERVAL_SECONDS", default=60.0)
+# Retention (traces.retention): ended runs older than this many days are deleted with their
+# steps, in batches, once per TRACE_PRUNE_INTERVAL_SECONDS (Celery beat, or the embedded
+# worker). 0 keeps every run forever. `manage.py traces_prune` runs a pass by hand.
+TRACE_RETENTION_DAYS = env.int("TRACE_RETENTION_DAYS", default=0)
+TRACE_PRUNE_INTERVAL_SECONDS = env.float("TRACE_PRUNE_INTERVAL_SECONDS", default=3600.0)
 CELERY_BEAT_SCHEDULE = {
     "agents-sweep-stuck-runs": {
         "task": "agents.sweep_stuck_runs",
@@ -161,6 +166,11 @@ CELERY_BEAT_SCHEDULE = {
     "policies-evaluate-rollouts": {
         "task": "policies.evaluate_rollouts",
         "schedule": ROLLOUT_EVALUATE_INTERVAL_SECONDS,
+    },
+    # A no-op while TRACE_RETENTION_DAYS is 0.
+    "traces-prune": {
+        "task": "traces.prune",
+        "schedule": TRACE_PRUNE_INTERVAL_SECONDS,
     },
 }
 

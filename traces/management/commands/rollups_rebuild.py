@@ -9,12 +9,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from traces.rollups import rollups_rebuild
+from traces.rollups import RetentionHorizonError, rollups_rebuild
 
 _RELATIVE = re.compile(r"^(\d+)([hd])$")
 
 
-def parse_since(value: str, *, now: datetime) -> datetime:
+def parse_since(value: str, *, now: datetime, flag: str = "--since") -> datetime:
     """``30d``, ``12h``, an ISO date or an ISO datetime (naive means UTC)."""
     relative = _RELATIVE.match(value)
     if relative:
@@ -23,7 +23,7 @@ def parse_since(value: str, *, now: datetime) -> datetime:
     try:
         moment = datetime.fromisoformat(value)
     except ValueError as exc:
-        raise CommandError(f"--since {value!r}: use 30d, 12h or an ISO date") from exc
+        raise CommandError(f"{flag} {value!r}: use 30d, 12h or an ISO date") from exc
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
@@ -40,7 +40,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         since = parse_since(options["since"], now=timezone.now())
-        counts = rollups_rebuild(since=since)
+        try:
+            counts = rollups_rebuild(since=since)
+        except RetentionHorizonError as exc:
+            raise CommandError(str(exc)) from exc
         self.stdout.write(
             "rebuilt rollups since {day:%Y-%m-%d}: {steps} steps, {runs} runs, "
             "{step_rows_hourly} hourly step rows, {run_rows_hourly} hourly run rows".format(
