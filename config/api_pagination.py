@@ -4,7 +4,10 @@ counts a large table in full.
 A page reads one row more than it shows to know whether there is a next page. ``count`` is
 exact up to ``EXACT_COUNT_CAP`` matching rows (a count over at most that many rows); above
 that it is PostgreSQL's planner estimate for the query and ``count_exact`` is false. The
-order is the view's, with the id breaking ties, so offsets neither skip nor repeat rows.
+planner is asked first: when it expects more than ``ESTIMATE_TRUSTED_ABOVE`` rows, the
+capped count is skipped too, since even counting to the cap can cost a join over every
+matching row (at 10M steps, a support user's steps by tool: 177 ms of the 204). The order
+is the view's, with the id breaking ties, so offsets neither skip nor repeat rows.
 """
 
 from __future__ import annotations
@@ -23,6 +26,17 @@ from rest_framework.response import Response
 
 # Counting up to this many rows costs about a millisecond; past it the count is estimated.
 EXACT_COUNT_CAP = 1000
+
+# A planner estimate this far past the cap is taken as "more than the cap" without counting:
+# a 10x overestimate of a set of at most EXACT_COUNT_CAP rows is what it would take to be
+# wrong, and then the count is only labelled an estimate (count_exact false), never below
+# the rows known to exist.
+ESTIMATE_TRUST_FACTOR = 10
+
+
+def estimate_trusted_above() -> int:
+    return EXACT_COUNT_CAP * ESTIMATE_TRUST_FACTOR
+
 
 # PostgreSQL's LIMIT/OFFSET are bigints; an unbounded value from the query string used to
 # reach the database and come back as a 500.
@@ -84,15 +98,17 @@ class StrictLimitOffsetPagination(LimitOffsetPagination):
             return self.offset + shown, True  # the last page: the count is known
         if not isinstance(queryset, QuerySet):
             return len(queryset), True
+        # At least the rows known to exist, whatever the estimate says.
+        known = self.offset + shown + (1 if self.has_next else 0)
+        estimate = planner_row_estimate(queryset)
+        if estimate is not None and estimate > estimate_trusted_above():
+            return max(estimate, known), False
         capped = queryset.order_by()[: EXACT_COUNT_CAP + 1].count()
         if capped <= EXACT_COUNT_CAP:
             return capped, True
-        estimate = planner_row_estimate(queryset)
         if estimate is None:
             return queryset.count(), True
-        # At least the rows known to exist, whatever the estimate says.
-        known = max(EXACT_COUNT_CAP + 1, self.offset + shown + (1 if self.has_next else 0))
-        return max(estimate, known), False
+        return max(estimate, known, EXACT_COUNT_CAP + 1), False
 
     def get_next_link(self) -> str | None:
         if not self.has_next:

@@ -186,6 +186,28 @@ def test_api_count_is_an_estimate_past_the_cap(
     assert (last["count"], last["count_exact"], last["next"]) == (6, True, None)
 
 
+def test_api_skips_even_the_capped_count_when_the_planner_expects_far_more(
+    support_agent: Any, ops_user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api_pagination, "EXACT_COUNT_CAP", 5)  # estimates trusted above 50
+    for i in range(60):
+        _trace(support_agent, minutes_ago=i, status="failed" if i < 3 else "finished")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE traces_trace")
+
+    def counts(params: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            body = _api(ops_user).get("/api/traces/", params).json()
+        return body, [q["sql"] for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
+
+    body, count_queries = counts({"limit": "2"})
+    assert (body["count_exact"], count_queries) == (False, [])
+    assert body["count"] >= 3 and body["next"] is not None
+    # Where the planner expects few rows, the capped count still gives the exact number.
+    body, count_queries = counts({"limit": "1", "status": "failed"})
+    assert (body["count"], body["count_exact"], len(count_queries)) == (3, True, 1)
+
+
 @pytest.mark.parametrize(
     ("ordering", "expected"),
     [
