@@ -315,8 +315,10 @@ def _markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {run['started_at']} | {', '.join(run['modules'])} "
             f"| {_chosen(run)} | {run.get('mutants_run', '-')} "
-            f"| {run['budget_minutes']:g} | {run['seconds']:.0f} "
-            f"| {by_module.get('setup', 0):.0f} | {run['ended']} |"
+            f"| {run['budget_minutes']:g} "
+            f"| {run['seconds'] + run.get('seconds_generating', 0):.0f} "
+            f"| {by_module.get('setup', 0) + run.get('seconds_generating', 0):.0f} "
+            f"| {run['ended']} |"
         )
     lines += [
         "",
@@ -410,14 +412,33 @@ def main(argv: list[str] | None = None) -> int:
     log = ROOT / "mutants" / "run.log"
     log.parent.mkdir(exist_ok=True)
     print(f"mutmut on {', '.join(modules)} for at most {args.budget_minutes:g} min ({log})")
+    results = mutmut_results()
+    budget_seconds = args.budget_minutes * 60
+    prepared: dict[str, Any] | None = None
+    if not results and args.sample is not None:
+        # A sample is drawn from the generated mutants' names, and a fresh `mutants/` has
+        # none: without this pass every mutant would run, in mutmut's order, until the
+        # budget ended. mutmut generates the mutants and maps the tests, then refuses the
+        # name that matches nothing, which is all this pass is for.
+        print("no mutants generated yet: generating them and mapping the tests first")
+        prepared = mutmut_run(
+            [module_prefix(modules[0]) + "x__generate_only__mutmut_0"],
+            modules,
+            budget_seconds=budget_seconds,
+            log=log.with_name("generate.log"),
+        )
+        budget_seconds -= prepared["seconds"]
+        results = mutmut_results()
     names = mutants_to_run(
         modules,
-        mutmut_results(),
+        results,
         sample=args.sample,
         rerun=args.rerun,
         survivors=args.survivors,
     )
-    run = mutmut_run(names, modules, budget_seconds=args.budget_minutes * 60, log=log)
+    run = mutmut_run(names, modules, budget_seconds=max(0.0, budget_seconds), log=log)
+    if prepared is not None:
+        run["seconds_generating"] = prepared["seconds"]
     results = mutmut_results()
     checked = [m for m in known if any(n.startswith(module_prefix(m)) for n in results)]
     this_run = {
