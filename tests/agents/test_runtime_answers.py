@@ -157,6 +157,10 @@ def test_an_invented_price_in_readable_form_is_still_rejected(
     # then the invented price is rejected and the true one reaches the customer readable
     rejected = trace.steps.get(phase="action", action_type="final_answer", ok=False)
     assert "€1,149.50" in rejected.error_detail
+    # a rejected answer names no tool, and keeps the text that was refused
+    assert rejected.tool_name == ""
+    assert rejected.details["rejected"] is True
+    assert rejected.details["rejected_answer"] == "The Hearthly Desk Lamp costs €1,149.50."
     assert trace.final_answer == "The Hearthly Desk Lamp costs €1,249.50."
 
 

@@ -27,7 +27,7 @@ from policies.services import strategy_activate
 from sandbox.models import Order, Product
 from sandbox.services import faultrule_set
 from tests.fakes.recording_api import ApiRequest, RecordingAPI
-from traces.models import Job, Trace
+from traces.models import Job, Step, Trace
 from traces.services import trace_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -484,3 +484,90 @@ def test_an_adapter_that_acted_in_a_grounded_run_gains_confidence(
     adapter.refresh_from_db()
     assert (adapter.applications, adapter.successes) == (len(acted), len(acted))
     assert adapter.confidence > 0.7
+
+
+def test_a_pre_condition_leaves_good_calls_that_already_carry_an_id_as_they_were(
+    shop: str, support_agent: Any, failed_trace: Any, no_model_mistakes: None, settings: Any
+) -> None:
+    # a customer's run checked the stock with a real SKU: a good call the regression replay
+    # reads back, whose SKU already matches the pattern, so the lookup must not fire on it
+    product = _products(1)[0]
+    _run(support_agent, f"Is the {product.name} in stock?")
+    good = Step.objects.filter(tool_name="check_inventory", ok=True, phase="action")
+    assert good.exists()
+    facts = _facts(
+        failed_trace,
+        tool="check_inventory",
+        action_input={"sku": product.name},
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+        query=f"Is the {product.name} in stock?",
+    )
+    lookup = {
+        "tool": "check_inventory",
+        "arg": "sku",
+        "not_pattern": r"^[A-Z]{2,4}-\d{4}-[A-Z0-9]{2,4}$",
+        "call": "search_products",
+        "input": {"query": "$arg"},
+        "take": "results.0.skus.0.sku",
+        "assign": "sku",
+    }
+    settings.LLM_SIM_ERROR_RATES = {"name_for_sku": 1.0}
+
+    passed, detail = strategy_replay(proposal=_proposal("pre_condition", lookup), facts=facts)
+
+    assert passed, detail
+    calls = good.values_list("action_input", flat=True).distinct().count()
+    stage2 = detail.split("; ")[1]
+    assert stage2.endswith(f"(0 changed and replayed, {calls} left as they were)"), stage2
+
+
+def transitional_search_api(request: ApiRequest) -> tuple[int, Any]:
+    """A search API between two contracts: it takes the old ``term`` and the new ``q``, both
+    in the query string, and refuses a search that carries neither."""
+    term = (request.query.get("q") or request.query.get("term") or [""])[0]
+    if not term:
+        return 400, {"detail": "q is required"}
+    return 200, {"results": [{"name": term.title()}]}
+
+
+def test_the_regression_replay_sends_a_renamed_argument_where_the_adapter_moved_it(
+    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    from agents.models import Tool
+    from policies.replay import _regression_replay
+
+    settings.LLM_SIM_ERROR_RATES = {}
+    with RecordingAPI(respond=transitional_search_api) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        # an imported tool: it sends only the arguments its locations list
+        tool = Tool.objects.create(
+            name="partner_search",
+            description="Search the partner catalogue by a free-text term.",
+            params_schema={"type": "object", "properties": {"term": {"type": "string"}}},
+            endpoint_template="{sandbox}/search",
+            method="GET",
+            param_locations={"term": "query"},
+            source=Tool.Source.IMPORT,
+        )
+        tool.allowed_agents.add(support_agent)
+        good = failed_trace(tool="partner_search", action_input={"term": "cap"})
+        Step.objects.filter(trace=good).update(ok=True, status_code=200, error_type="")
+        facts = _facts(
+            failed_trace,
+            tool="partner_search",
+            action_input={"term": "scarf"},
+            status_code=400,
+            error_type="MISSING_REQUIRED_FIELD",
+        )
+        rename = {"tool": "partner_search", "steps": [{"op": "rename", "from": "term", "to": "q"}]}
+
+        passed, detail = async_to_sync(_regression_replay)(_proposal("adapter", rename), facts)
+
+    # the renamed argument kept the query-string location of the one it replaced
+    assert [request.query for request in api.requests] == [{"q": ["cap"]}]
+    assert passed, detail
+    assert detail == (
+        "1 recent good call of partner_search passes with the strategy "
+        "(1 changed and replayed, 0 left as they were)"
+    )

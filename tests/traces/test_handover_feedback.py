@@ -85,6 +85,22 @@ def test_feedback_keeps_the_latest_vote_and_says_when_it_turned_down(
     assert feedback.rating == votes[-1] and feedback.user == support_user
 
 
+def test_a_thumbs_down_on_one_run_does_not_hide_the_next_run_s(
+    run: Trace, support_agent: Any, support_user: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = trace_create(agent_id=support_agent.pk, query="And #W2?", llm_backend="simulated")
+    caplog.set_level("INFO", logger="traces.services")
+    # the same person turns down two different runs: each is a new thumbs-down
+    assert trace_feedback_record(trace_id=str(run.pk), user_id=support_user.pk, rating="down")[1]
+    assert trace_feedback_record(trace_id=str(other.pk), user_id=support_user.pk, rating="down")[1]
+    assert Feedback.objects.filter(user=support_user).count() == 2
+    logged = [r for r in caplog.records if r.getMessage() == "trace.feedback"]
+    assert [(r.trace_id, r.user_id, r.rating) for r in logged] == [  # type: ignore[attr-defined]
+        (str(run.pk), support_user.pk, "down"),
+        (str(other.pk), support_user.pk, "down"),
+    ]
+
+
 def test_an_unknown_rating_is_refused(run: Trace, support_user: Any) -> None:
     with pytest.raises(ValueError):
         trace_feedback_record(trace_id=str(run.pk), user_id=support_user.pk, rating="meh")

@@ -68,10 +68,13 @@ def test_without_an_outcome_one_is_derived_from_status_and_steps(
     assert (trace.status, trace.outcome) == (status, outcome)
 
 
-def test_an_aborted_run_failed(trace: Trace) -> None:
+def test_an_aborted_run_failed(trace: Trace, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="traces.services")
     trace_abort(trace_id=str(trace.pk), error_type="UNKNOWN", detail="boom")
     trace.refresh_from_db()
     assert (trace.status, trace.outcome, trace.error_type) == ("failed", "failed", "UNKNOWN")
+    # the abort asks for the status its outcome implies: nothing had to be corrected
+    assert "trace.status_follows_outcome" not in [r.getMessage() for r in caplog.records]
 
 
 def test_a_running_trace_has_no_outcome(trace: Trace) -> None:
