@@ -164,7 +164,8 @@ def test_retry_once_whose_transformed_input_is_invalid_is_not_sent(
     # then no second call went out, and the round's observation is the failure
     assert CALLS == [("flaky_lookup", {"code": "ab12"})]
     observed = actions(trace)[-1]
-    assert not observed.ok and observed.details["retry"] == "invalid"
+    assert not observed.ok
+    assert (observed.details["handler"], observed.details["retry"]) == ("retry_once", "invalid")
     assert observed.error_type == "INTERNAL_SERVER_ERROR"
 
 

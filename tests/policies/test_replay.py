@@ -439,6 +439,31 @@ def test_a_pre_condition_looks_the_id_up_and_the_call_then_passes(
     )
 
 
+def test_a_replay_run_is_not_announced_as_an_ended_run(
+    failed_trace: Any, product: Product, settings: Any
+) -> None:
+    # a replay run is an experiment: the loop must neither score the strategies it applied
+    # nor learn from its failures, so it never reaches run_ended's receivers
+    from agents.signals import run_ended
+
+    settings.LLM_SIM_ERROR_RATES = {"name_for_sku": 1.0}
+    facts = _sku_not_found(failed_trace, product.name, query=f"Is the {product.name} in stock?")
+    announced: list[str] = []
+
+    def heard(sender: Any, *, trace_id: str, **_: Any) -> None:
+        announced.append(trace_id)
+
+    run_ended.connect(heard, dispatch_uid="test.replay_not_announced")
+    try:
+        passed, detail = _replay("pre_condition", _lookup(), facts)
+    finally:
+        run_ended.disconnect(dispatch_uid="test.replay_not_announced")
+
+    assert passed, detail
+    assert _replayed_run().pk is not None
+    assert announced == []
+
+
 @pytest.mark.parametrize("value", ["AWH-2041-BLK", None], ids=["already-an-id", "no-argument"])
 def test_a_pre_condition_that_would_not_fire_fails(
     failed_trace: Any, product: Product, value: str | None

@@ -233,6 +233,28 @@ def test_retry_once_with_a_transform_beats_an_upstream_that_fails_every_other_ca
     assert len(api.requests) == 2 * N
 
 
+def test_a_handler_acts_on_an_upstream_it_cannot_reach_at_all(
+    failed_trace: Any, agent: Any, settings: Any
+) -> None:
+    # an upstream that refuses connections: no HTTP status, the executor's own error code
+    # is what classifies the failure, and the degrade handler is written for exactly that
+    with RecordingAPI(respond=lambda request: (200, {"order_id": ORDER})) as api:
+        gone = api.base_url
+    settings.SANDBOX_BASE_URL = gone
+    _cache("get_order", {"order_id": ORDER}, '{"status": "shipped"}')
+    degrade = {
+        "tool": "get_order",
+        "on": "CONNECTION_ERROR",
+        "action": "degrade_cache",
+    }
+    facts = _down(failed_trace, status_code=None, error_type="CONNECTION_ERROR")
+
+    passed, detail = _paired(_proposal("error_handler", degrade), facts)
+
+    assert passed, detail
+    assert detail.endswith(_counts(N, 0, N, 0, "0.0156"))
+
+
 @pytest.mark.parametrize(
     "branch",
     [
