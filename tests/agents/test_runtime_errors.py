@@ -145,6 +145,8 @@ def test_retry_once_retries_with_the_transformed_input_and_keeps_the_failed_call
     assert failed.details["auxiliary"] and failed.details["handled_by"] == 11
     assert (failed.ok, failed.error_type) == (False, "INTERNAL_SERVER_ERROR")
     assert retried.ok and retried.details["handler"] == "retry_once"
+    # each step keeps the executor's result code (the failing tool raised: TOOL_ERROR)
+    assert (failed.details["code"], retried.details["code"]) == ("TOOL_ERROR", "OK")
     assert "primary" in retried.response_summary
     assert {"id": 11, "kind": "error_handler"} in retried.strategies_applied
     assert trace.status == Trace.Status.FINISHED

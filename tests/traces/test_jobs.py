@@ -38,6 +38,21 @@ def test_progress_counts_up_and_finish_ends_the_job() -> None:
     assert job.finished_at is not None and job.result_url == "/traces/x/"
 
 
+def test_a_job_starts_running_with_no_message_and_logs_its_size(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="traces.services")
+    job = job_start(kind=Job.Kind.REPLAY, name="r" * 200, total=-4)
+
+    job.refresh_from_db()
+    assert (job.status, job.done, job.total, job.message) == ("running", 0, 0, "")
+    assert job.name == "r" * 120 and job.finished_at is None
+    [logged] = [r for r in caplog.records if r.getMessage() == "job.start"]
+    assert (logged.job_id, logged.kind, logged.total) == (job.pk, "replay", -4)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="unknown job kind"):
+        job_start(kind="cleanup", name="nope")
+
+
 def test_an_ended_job_never_moves_again() -> None:
     job = job_start(kind=Job.Kind.BENCHMARK, name="bench", total=2)
     job_finish(job_id=job.pk, ok=False, message="crashed")
