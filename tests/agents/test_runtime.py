@@ -98,6 +98,22 @@ def test_happy_path_walks_every_phase_and_finishes(agent: Any, openai_server: An
     assert CALLS == [{"n": 7}]
 
 
+def test_the_reasoning_request_constrains_the_action_to_the_agent_s_tools(
+    agent: Any, openai_server: Any
+) -> None:
+    from agents.services import tool_snapshots
+
+    openai_server.enqueue(reason("echo_counter", {"n": 7}), reflect(), answer("Echoed 7."))
+    run_query(agent, "Echo seven")
+    # constrained decoding can only pick one of the agent's tools or the final answer
+    response_format = openai_server.requests[0].json["response_format"]
+    assert response_format["json_schema"]["name"] == "ReasoningStep"
+    schema = response_format["json_schema"]["schema"]
+    allowed = schema["properties"]["action"]["enum"]
+    assert allowed == [*sorted(tool_snapshots(agent_id=agent.pk)), "final_answer"]
+    assert "echo_counter" in allowed and schema["required"] == ["thought", "action"]
+
+
 def test_two_unparseable_outputs_give_the_canned_fallback(agent: Any, openai_server: Any) -> None:
     openai_server.enqueue(("ok", "I think I should {broken"), ("ok", "still not json"))
     trace, _ = run_query(agent, "Echo something")
