@@ -15,6 +15,7 @@ from policies.services import strategy_activate
 from sandbox.models import Order, Product
 from sandbox.services import faultrule_set
 from tests.agents.runtime_helpers import answer, reason, reflect, run_query, use_fake_llm
+from tests.branches import sku_lookup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -155,18 +156,7 @@ def test_validation_rule_rejects_input_before_the_call(agent: Any, openai_server
 
 
 def test_pre_condition_looks_up_the_sku_before_the_call(agent: Any, openai_server: Any) -> None:
-    pre = publish(
-        "pre_condition",
-        {
-            "tool": "check_inventory",
-            "arg": "sku",
-            "not_pattern": r"^[A-Z]{2,4}-\d{4}-[A-Z0-9]{2,4}$",
-            "call": "search_products",
-            "input": {"query": "$arg"},
-            "take": "results.0.skus.0.sku",
-            "assign": "sku",
-        },
-    )
+    pre = publish("pre_condition", sku_lookup())
     product = Product.objects.first()
     assert product is not None
     openai_server.enqueue(

@@ -24,6 +24,7 @@ from policies.reflexion import FailureFacts, Proposal, failures_of_trace
 from policies.replay import RANDOM_FAULT_PAIRS, replay_stages, strategy_replay
 from sandbox.models import Order, Product
 from sandbox.services import faultrule_set
+from tests.branches import sku_lookup
 from tests.fakes.recording_api import ApiRequest, RecordingAPI
 from traces.models import Job, Trace
 
@@ -391,20 +392,6 @@ def test_an_adapter_passes_only_when_the_transformed_call_succeeds(
 
 
 # --- pre-conditions ------------------------------------------------------------------
-def _lookup(**overrides: Any) -> dict[str, Any]:
-    branch = {
-        "tool": "check_inventory",
-        "arg": "sku",
-        "not_pattern": r"^[A-Z]{2,4}-\d{4}-[A-Z0-9]{2,4}$",
-        "call": "search_products",
-        "input": {"query": "$arg"},
-        "take": "results.0.skus.0.sku",
-        "assign": "sku",
-    }
-    branch.update(overrides)
-    return branch
-
-
 def _sku_not_found(failed_trace: Any, value: Any, **kwargs: Any) -> FailureFacts:
     return _facts(
         failed_trace,
@@ -423,7 +410,7 @@ def test_a_pre_condition_looks_the_id_up_and_the_call_then_passes(
     settings.LLM_SIM_ERROR_RATES = {"name_for_sku": 1.0}
     facts = _sku_not_found(failed_trace, product.name, query=f"Is the {product.name} in stock?")
 
-    passed, detail = _replay("pre_condition", _lookup(), facts)
+    passed, detail = _replay("pre_condition", sku_lookup(), facts)
 
     assert passed, detail
     call, regression, run = detail.split("; ")
@@ -455,7 +442,7 @@ def test_a_replay_run_is_not_announced_as_an_ended_run(
 
     run_ended.connect(heard, dispatch_uid="test.replay_not_announced")
     try:
-        passed, detail = _replay("pre_condition", _lookup(), facts)
+        passed, detail = _replay("pre_condition", sku_lookup(), facts)
     finally:
         run_ended.disconnect(dispatch_uid="test.replay_not_announced")
 
@@ -470,7 +457,7 @@ def test_a_pre_condition_that_would_not_fire_fails(
 ) -> None:
     facts = _sku_not_found(failed_trace, value)
 
-    passed, detail = _replay("pre_condition", _lookup(), facts)
+    passed, detail = _replay("pre_condition", sku_lookup(), facts)
 
     assert (passed, detail) == (False, "the pre-condition would not fire on the recorded input")
 
@@ -481,7 +468,7 @@ def test_a_pre_condition_whose_lookup_input_is_invalid_fails(
     # search_products wants at least two characters
     facts = _sku_not_found(failed_trace, "x")
 
-    passed, detail = _replay("pre_condition", _lookup(), facts)
+    passed, detail = _replay("pre_condition", sku_lookup(), facts)
 
     assert not passed
     assert detail.startswith("lookup invalid: validator=minLength")
@@ -492,7 +479,7 @@ def test_a_pre_condition_whose_lookup_finds_nothing_fails(
 ) -> None:
     facts = _sku_not_found(failed_trace, "Quantum Teapot Deluxe")
 
-    passed, detail = _replay("pre_condition", _lookup(), facts)
+    passed, detail = _replay("pre_condition", sku_lookup(), facts)
 
     assert (passed, detail) == (
         False,
@@ -513,7 +500,7 @@ def test_a_pre_condition_whose_lookup_answers_no_json_fails(
     page.allowed_agents.add(support_agent)
     facts = _sku_not_found(failed_trace, product.name)
 
-    passed, detail = _replay("pre_condition", _lookup(call="lookup_page"), facts)
+    passed, detail = _replay("pre_condition", sku_lookup(call="lookup_page"), facts)
 
     assert (passed, detail) == (False, f"lookup lookup_page found nothing for {product.name!r}")
 

@@ -26,6 +26,7 @@ from policies.replay import (
 from policies.services import strategy_activate
 from sandbox.models import Order, Product
 from sandbox.services import faultrule_set
+from tests.branches import sku_lookup
 from tests.fakes.recording_api import ApiRequest, RecordingAPI
 from traces.models import Job, Step, Trace
 from traces.services import trace_create
@@ -503,15 +504,7 @@ def test_a_pre_condition_leaves_good_calls_that_already_carry_an_id_as_they_were
         error_type="RESOURCE_NOT_FOUND",
         query=f"Is the {product.name} in stock?",
     )
-    lookup = {
-        "tool": "check_inventory",
-        "arg": "sku",
-        "not_pattern": r"^[A-Z]{2,4}-\d{4}-[A-Z0-9]{2,4}$",
-        "call": "search_products",
-        "input": {"query": "$arg"},
-        "take": "results.0.skus.0.sku",
-        "assign": "sku",
-    }
+    lookup = sku_lookup()
     settings.LLM_SIM_ERROR_RATES = {"name_for_sku": 1.0}
 
     passed, detail = strategy_replay(proposal=_proposal("pre_condition", lookup), facts=facts)

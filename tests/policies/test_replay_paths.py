@@ -22,6 +22,7 @@ from policies.replay import (
     _strategy_replay,
     strategy_replay,
 )
+from tests.branches import sku_lookup
 from tests.fakes.recording_api import ApiRequest, RecordingAPI
 from traces.models import Step, Trace
 from traces.services import trace_create
@@ -355,20 +356,6 @@ def test_a_rule_that_blocks_the_call_loses_every_pair(
     assert len(api.requests) == N
 
 
-def _pre(**overrides: Any) -> dict[str, Any]:
-    branch = {
-        "tool": "check_inventory",
-        "arg": "sku",
-        "not_pattern": r"^[A-Z]{2,4}-\d{4}-[A-Z0-9]{2,4}$",
-        "call": "search_products",
-        "input": {"query": "$arg"},
-        "take": "results.0.skus.0.sku",
-        "assign": "sku",
-    }
-    branch.update(overrides)
-    return branch
-
-
 def _shop(found: Any) -> Any:
     def respond(request: ApiRequest) -> tuple[Any, ...]:
         if request.path.endswith("/products"):
@@ -402,7 +389,7 @@ def test_a_pre_condition_on_a_random_fault_wins_only_when_its_lookup_repairs_the
     with RecordingAPI(respond=_shop(found)) as api:
         settings.SANDBOX_BASE_URL = api.base_url
         facts = _down(failed_trace, tool="check_inventory", action_input={"sku": sku})
-        passed, detail = _paired(_proposal("pre_condition", _pre()), facts)
+        passed, detail = _paired(_proposal("pre_condition", sku_lookup()), facts)
 
     assert passed is (with_strategy == N)
     wins = with_strategy
@@ -587,7 +574,7 @@ def test_a_pre_condition_whose_lookup_answers_no_json_leaves_the_call_as_it_was(
     faultrule_set(endpoint="inventory", rate_500=1.0)
     facts = _down(failed_trace, tool="check_inventory", action_input={"sku": "Blue Cap"})
 
-    passed, detail = _paired(_proposal("pre_condition", _pre(call="lookup_page")), facts)
+    passed, detail = _paired(_proposal("pre_condition", sku_lookup(call="lookup_page")), facts)
 
     assert not passed
     assert detail.endswith(_counts(0, 0, 0, 0, "1"))
