@@ -258,12 +258,14 @@ def test_python_tool_without_a_registered_function_is_a_tool_error() -> None:
     result = execute(python_tool("never_registered"), {})
     assert result.code == ExecutorCode.TOOL_ERROR
     assert result.detail == "no registered function for this tool"
+    assert result.endpoint == "python:never_registered"  # where the step says it went
 
 
 def test_blocking_python_tool_past_its_timeout_is_a_timeout(python_tools: None) -> None:
     result = execute(python_tool("blocks_the_thread", timeout=0.05), {})
     assert result.code == ExecutorCode.TIMEOUT
     assert result.detail == "no result within 0.05s"
+    assert result.endpoint == "python:blocks_the_thread"
 
 
 def test_python_tool_result_is_json_with_non_ascii_kept(python_tools: None) -> None:

@@ -213,6 +213,22 @@ def test_a_new_required_argument_the_run_knows(failed_trace: Any) -> None:
 
 
 @pytest.mark.django_db
+def test_a_declared_argument_left_out_is_not_a_rename(failed_trace: Any) -> None:
+    # search_products declares query: the API asking for it wants the value the model left
+    # out, not the one argument that was sent under a new name.
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"limit": 3},
+        status_code=422,
+        error_type="MISSING_REQUIRED_FIELD",
+        body={"errors": [{"field": "query", "message": "is required"}]},
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is None, proposal.branch if proposal else None
+
+
+@pytest.mark.django_db
 def test_the_sandbox_integer_layout_stays_with_its_own_analyzer(failed_trace: Any) -> None:
     body = {"error": "type_mismatch", "field": "order_id", "expected_type": "integer"}
     facts = _facts(failed_trace, body=body)

@@ -507,3 +507,34 @@ def test_llm_reflexion_output_is_redacted_before_it_is_stored(
         for secret in (SECRET_KEY_TEXT, "hunter2-hunter2", CARD):
             assert secret not in text
     assert "[REDACTED]" in stored[0]
+
+
+def _prompt(facts: Any) -> str:
+    from policies.reflexion import reflexion_messages
+
+    return reflexion_messages(facts, [])[-1].content
+
+
+def test_the_reflexion_prompt_marks_a_failure_without_a_status_as_such(
+    failed_trace: Any,
+) -> None:
+    # A call the tool's schema refused never reached the API: no status, shown as "-".
+    facts = failures_of_trace(
+        failed_trace(status_code=None, error_type="INVALID_PARAMETER", body="")
+    )[0]
+    assert "\n- status_code: -\n" in _prompt(facts)
+    with_status = failures_of_trace(failed_trace(status_code=404, error_type="RESOURCE_NOT_FOUND"))
+    assert "\n- status_code: 404\n" in _prompt(with_status[0])
+
+
+def test_the_reflexion_prompt_s_repair_example_is_a_valid_step_list(failed_trace: Any) -> None:
+    import re
+
+    from agents.repairs import repair_steps_parse
+
+    prompt = _prompt(failures_of_trace(failed_trace(body=INT_BODY))[0])
+    example = re.search(r"\(e\.g\. (\[.*?\])\)", prompt)
+    assert example is not None, prompt
+    steps = json.loads(example.group(1))
+    assert [step["op"] for step in steps] == ["strip_prefix", "rename"]
+    assert len(repair_steps_parse(steps, field="order_id")) == 2

@@ -61,6 +61,8 @@ def test_a_stated_wait_becomes_a_wait_retry_handler(
     assert branch_errors(proposal.kind, proposal.branch) == []
     # It passes the business constraints (one retry, no retry storm) that gate every proposal.
     assert quality_gates(proposal, facts)["constraints"] == ""
+    # It cites only fields the failed trace has, as every analyzer's proposal must.
+    assert quality_gates(proposal, facts)["facts_anchored"] == ""
     # It comes before the degrade-to-cache analyzer, which needs a cache to be of any use.
     first = next(p for p in (a(facts) for a in ANALYZERS) if p is not None)
     assert first.origin == "analyzer:retry_after"

@@ -30,12 +30,12 @@ SCHEMA_REFUSAL = (
 
 
 def _step(trace: Any, **fields: Any) -> None:
+    fields.setdefault("tool_name", "get_order")
     Step.objects.create(
         trace=trace,
         step_number=1,
         phase="action",
         action_type="tool",
-        tool_name="get_order",
         started_at=timezone.now(),
         **fields,
     )
@@ -122,6 +122,32 @@ def test_without_what_the_api_said_the_schema_is_not_stale(support_agent: Any) -
     assert analyze_stale_schema(facts) is None
 
 
+def test_what_another_tool_s_api_said_does_not_make_this_schema_stale(
+    support_agent: Any,
+) -> None:
+    # The same argument name on another tool: that API's contract is not get_order's.
+    for number in ("#W1000002", "#W1000003"):
+        _earlier(
+            support_agent,
+            action_input={"order_id": number},
+            ok=True,
+            status_code=200,
+            response_summary="{}",
+        )
+    _earlier(
+        support_agent,
+        tool_name="cancel_order",
+        action_input={"order_id": "#W1000004"},
+        ok=False,
+        status_code=400,
+        error_type="INVALID_PARAMETER",
+        response_summary=json.dumps({"detail": "order_id must not start with '#W'"}),
+    )
+    facts = _refused(support_agent, "1000001")
+
+    assert analyze_stale_schema(facts) is None
+
+
 def test_the_runtime_policy_validates_with_the_amended_schema() -> None:
     branch = {
         "tool": "get_order",
@@ -179,3 +205,31 @@ def test_the_llm_reflexion_schema_covers_amendments_and_wait_retry() -> None:
     for branch in (amend, wait):
         kind = "validation_rule" if "amend" in branch else "error_handler"
         assert branch_errors(kind, branch) == []
+
+
+def test_the_llm_reflexion_schema_refuses_what_the_branch_checks_refuse() -> None:
+    from jsonschema import Draft202012Validator
+
+    from policies.reflexion import reflexion_json_schema
+
+    validator = Draft202012Validator(reflexion_json_schema(["get_order", "get_sku_price"]))
+    base = {"root_cause": "r", "strategy_update": "s", "kind": "validation_rule"}
+    amend = {"tool": "get_order", "amend": {"order_id": {"type": "string"}}}
+    assert validator.is_valid({**base, "branch": amend, "cited_trace_ids": ["t-1"]})
+
+    # An amendment maps each property to a schema, not to a type name.
+    flat = {**amend, "amend": {"order_id": "string"}}
+    assert not validator.is_valid({**base, "branch": flat})
+    assert branch_errors("validation_rule", flat) != []
+    # The cited ids are a list, even of one.
+    assert not validator.is_valid({**base, "branch": amend, "cited_trace_ids": "t-1"})
+    # A wait under a second is a wait: the schema admits what the branch checks admit.
+    wait = {
+        "tool": "get_sku_price",
+        "on": "RATE_LIMITED",
+        "action": "wait_retry",
+        "max_retries": 1,
+        "max_wait_s": 0.5,
+    }
+    assert branch_errors("error_handler", wait) == []
+    assert validator.is_valid({**base, "kind": "error_handler", "branch": wait})
