@@ -569,6 +569,36 @@ def test_streamed_body_without_length_over_limit_raises() -> None:
         run_request(handler, max_bytes=1024)
 
 
+def test_an_endless_body_is_read_only_up_to_the_limit() -> None:
+    # The body is streamed: reading stops at the limit instead of buffering what the
+    # upstream sends (here 10 MB; a hostile one need never stop).
+    pulled: list[int] = []
+
+    async def chunks() -> Any:
+        for number in range(10_000):
+            pulled.append(number)
+            yield b"y" * 1024
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=chunks())
+
+    with pytest.raises(ResponseTooLarge):
+        run_request(handler, max_bytes=4096)
+
+    assert len(pulled) <= 8
+
+
+def test_a_request_the_client_cannot_build_names_its_url_and_reason() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("no request expected")
+
+    with pytest.raises(UnparseableURL) as refused:
+        run_request(handler, method="POST", json={"when": object()})
+
+    assert refused.value.url == START_URL
+    assert "not JSON serializable" in refused.value.reason
+
+
 def test_body_exactly_at_limit_is_returned() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=b"z" * 1024)
