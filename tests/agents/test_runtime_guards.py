@@ -260,6 +260,36 @@ def test_a_reflection_claiming_success_after_a_failed_call_is_recorded_and_rewri
     assert (trace.status, trace.outcome) == (Trace.Status.FAILED, "failed")
 
 
+def test_a_rejected_reflection_is_quoted_back_in_the_customer_s_own_script(
+    agent: Any, openai_server: Any
+) -> None:
+    # The correction quotes the rejected reply as it was written, not as \u escapes.
+    BROKEN["on"] = True
+    cause = "Bestellung gefunden — alles gut"
+    fake = ("ok", json.dumps({"expectation_met": True, "likely_cause": cause, "next": "continue"}))
+    openai_server.enqueue(
+        reason("order_lookup", {"code": "W1234567"}, thought="They ask about W1234567."),
+        fake,
+        REAL,
+        answer(SORRY),
+    )
+
+    run(agent)
+
+    rewrite = prompts(openai_server)[2]
+    assert "## Correction" in rewrite
+    assert f'"likely_cause": "{cause}"' in rewrite
+
+
+def test_an_unparseable_reply_is_shown_to_the_model_as_such(agent: Any, openai_server: Any) -> None:
+    openai_server.enqueue(("ok", "Sure! Let me look that up."), answer(SORRY))
+
+    run(agent)
+
+    retry = prompts(openai_server)[1]
+    assert "Action: (unparseable output) {}" in retry
+
+
 def test_a_second_fake_reflection_is_kept_and_the_run_goes_on(
     agent: Any, openai_server: Any
 ) -> None:
