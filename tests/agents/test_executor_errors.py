@@ -272,3 +272,37 @@ def test_python_tool_result_is_json_with_non_ascii_kept(python_tools: None) -> N
     result = execute(python_tool("returns_a_date"), {})
     assert result.code == ExecutorCode.OK and result.status_code == 200
     assert json.loads(result.body) == {"when": "2026-12-02", "name": "Zoë"}
+
+
+# --- validation ----------------------------------------------------------------------------
+def validate(tools: list[ToolSnapshot], name: str, arguments: Any) -> Any:
+    async def go() -> Any:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            executor = ToolExecutor(
+                tools={tool.name: tool for tool in tools},
+                http_client=client,
+                max_response_bytes=64 * 1024,
+                max_redirects=3,
+            )
+            return executor.validate(name, arguments)
+
+    return async_to_sync(go)()
+
+
+def test_a_tool_off_the_whitelist_names_the_allowed_ones() -> None:
+    refused = validate([python_tool("b_tool"), python_tool("a_tool")], "rm_rf", {})
+    assert refused.code == ExecutorCode.TOOL_NOT_ALLOWED
+    assert refused.detail.endswith("allowed: a_tool, b_tool")
+
+
+def test_an_agent_without_tools_says_none_are_allowed() -> None:
+    refused = validate([], "get_order", {})
+    assert refused.code == ExecutorCode.TOOL_NOT_ALLOWED
+    assert refused.detail == "tool 'get_order' is not on this agent's whitelist; allowed: (none)"
+
+
+@pytest.mark.parametrize("arguments", [["#W1000001"], "order 1000001", None, 7])
+def test_arguments_that_are_not_an_object_are_a_schema_violation(arguments: Any) -> None:
+    refused = validate([python_tool("get_order")], "get_order", arguments)
+    assert refused.code == ExecutorCode.SCHEMA_VIOLATION
+    assert refused.detail == "validator=type path=(root): expected an object"
