@@ -306,3 +306,14 @@ def test_arguments_that_are_not_an_object_are_a_schema_violation(arguments: Any)
     refused = validate([python_tool("get_order")], "get_order", arguments)
     assert refused.code == ExecutorCode.SCHEMA_VIOLATION
     assert refused.detail == "validator=type path=(root): expected an object"
+
+
+def test_a_violation_of_the_whole_object_is_placed_at_the_root() -> None:
+    tool = http_tool(
+        "/echo",
+        name="get_order",
+        params_schema={"type": "object", "minProperties": 1},
+    )
+    refused = validate([tool], "get_order", {})
+    assert refused.code == ExecutorCode.SCHEMA_VIOLATION
+    assert refused.detail.startswith("validator=minProperties path=(root): ")
