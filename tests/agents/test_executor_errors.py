@@ -115,7 +115,9 @@ def python_tool(name: str, timeout: float = 3.0) -> ToolSnapshot:
     )
 
 
-def execute(tool: ToolSnapshot, arguments: dict[str, Any]) -> Any:
+def execute(
+    tool: ToolSnapshot, arguments: dict[str, Any], param_locations: dict[str, str] | None = None
+) -> Any:
     async def go() -> Any:
         async with httpx.AsyncClient(trust_env=False) as client:
             executor = ToolExecutor(
@@ -125,7 +127,12 @@ def execute(tool: ToolSnapshot, arguments: dict[str, Any]) -> Any:
                 max_redirects=3,
             )
             return await executor.execute(
-                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[])
+                ValidatedCall(
+                    tool=tool,
+                    arguments=arguments,
+                    adapters_fired=[],
+                    param_locations=param_locations or {},
+                )
             )
 
     return async_to_sync(go)()
@@ -165,6 +172,24 @@ def test_post_renames_arguments_and_sends_a_query_credential_in_the_query(
 def test_get_sends_booleans_as_json_in_the_query(upstream: str) -> None:
     result = execute(http_tool("/echo"), {"in_stock": True, "q": "lamp"})
     assert json.loads(result.body)["query"] == {"in_stock": ["true"], "q": ["lamp"]}
+
+
+def test_a_repair_moves_one_argument_and_the_others_keep_the_default_place(
+    upstream: str,
+) -> None:
+    # A GET tool places every argument in the query; a repair sends sku in the body.
+    result = execute(http_tool("/echo"), {"q": "lamp", "sku": "AWH-2041-BLK"}, {"sku": "body"})
+    echoed = json.loads(result.body)
+    assert echoed["query"] == {"q": ["lamp"]}
+    assert echoed["body"] == {"sku": "AWH-2041-BLK"}
+
+
+def test_a_repair_s_placement_adds_to_the_tool_s_own(upstream: str) -> None:
+    tool = http_tool("/echo", method="POST", param_locations={"a": "query", "b": "body"})
+    result = execute(tool, {"a": "1", "b": "2", "c": "3"}, {"c": "query"})
+    echoed = json.loads(result.body)
+    assert echoed["query"] == {"a": ["1"], "c": ["3"]}
+    assert echoed["body"] == {"b": "2"}
 
 
 def test_303_after_post_fetches_the_target_with_get_and_no_body(upstream: str) -> None:
