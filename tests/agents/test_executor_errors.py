@@ -171,7 +171,16 @@ def test_post_renames_arguments_and_sends_a_query_credential_in_the_query(
 
 def test_get_sends_booleans_as_json_in_the_query(upstream: str) -> None:
     result = execute(http_tool("/echo"), {"in_stock": True, "q": "lamp"})
-    assert json.loads(result.body)["query"] == {"in_stock": ["true"], "q": ["lamp"]}
+    echoed = json.loads(result.body)
+    assert echoed["query"] == {"in_stock": ["true"], "q": ["lamp"]}
+    assert (echoed["body"], echoed["content_type"]) == (None, None)  # a GET has no body
+
+
+def test_a_post_whose_arguments_all_go_in_the_query_sends_no_body(upstream: str) -> None:
+    tool = http_tool("/echo", method="POST", param_locations={"dry_run": "query"})
+    echoed = json.loads(execute(tool, {"dry_run": "yes"}).body)
+    assert echoed["query"] == {"dry_run": ["yes"]}
+    assert (echoed["body"], echoed["content_type"]) == (None, None)
 
 
 def test_a_repair_moves_one_argument_and_the_others_keep_the_default_place(
