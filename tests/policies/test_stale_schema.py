@@ -62,9 +62,8 @@ def _refused(support_agent: Any, value: str) -> Any:
     return facts
 
 
-@pytest.fixture
-def api_said_no_prefix(support_agent: Any) -> None:
-    # Calls in the old form worked, then the API started refusing the prefix.
+def _api_said_no_prefix(support_agent: Any, *, refused_by: str = "get_order") -> None:
+    """Calls in the old form worked, then ``refused_by``'s API started refusing the prefix."""
     for number in ("#W1000002", "#W1000003"):
         _earlier(
             support_agent,
@@ -75,12 +74,18 @@ def api_said_no_prefix(support_agent: Any) -> None:
         )
     _earlier(
         support_agent,
+        tool_name=refused_by,
         action_input={"order_id": "#W1000004"},
         ok=False,
         status_code=400,
         error_type="INVALID_PARAMETER",
         response_summary=json.dumps({"detail": "order_id must not start with '#W'"}),
     )
+
+
+@pytest.fixture
+def api_said_no_prefix(support_agent: Any) -> None:
+    _api_said_no_prefix(support_agent)
 
 
 def test_value_pattern() -> None:
@@ -126,23 +131,7 @@ def test_what_another_tool_s_api_said_does_not_make_this_schema_stale(
     support_agent: Any,
 ) -> None:
     # The same argument name on another tool: that API's contract is not get_order's.
-    for number in ("#W1000002", "#W1000003"):
-        _earlier(
-            support_agent,
-            action_input={"order_id": number},
-            ok=True,
-            status_code=200,
-            response_summary="{}",
-        )
-    _earlier(
-        support_agent,
-        tool_name="cancel_order",
-        action_input={"order_id": "#W1000004"},
-        ok=False,
-        status_code=400,
-        error_type="INVALID_PARAMETER",
-        response_summary=json.dumps({"detail": "order_id must not start with '#W'"}),
-    )
+    _api_said_no_prefix(support_agent, refused_by="cancel_order")
     facts = _refused(support_agent, "1000001")
 
     assert analyze_stale_schema(facts) is None
