@@ -17,7 +17,13 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from agents.tools.credentials import ToolAuth
-from agents.tools.executor import ExecutorCode, ToolExecutor, ToolSnapshot, ValidatedCall
+from agents.tools.executor import (
+    ExecutorCode,
+    ToolExecutor,
+    ToolSnapshot,
+    ValidatedCall,
+    retry_after_seconds,
+)
 from tests.agents.runtime_helpers import declared_tool, tools_registered
 from tests.redis_server import free_port
 
@@ -351,3 +357,26 @@ def test_a_violation_of_the_whole_object_is_placed_at_the_root() -> None:
     refused = validate([tool], "get_order", {})
     assert refused.code == ExecutorCode.SCHEMA_VIOLATION
     assert refused.detail.startswith("validator=minProperties path=(root): ")
+
+
+# --- Retry-After -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        (None, None),
+        ("", None),
+        ("soon", None),
+        ("5", 5.0),
+        (" 2.5 ", 2.5),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date gone by: call again now
+        ("Wed, 21 Oct 2015 07:28:00 -0000", 0.0),  # no zone stated (RFC 5322): UTC
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_a_date(header: str | None, seconds: float) -> None:
+    assert retry_after_seconds(header) == seconds
+
+
+def test_a_retry_after_date_without_a_zone_still_lies_ahead() -> None:
+    # Decades ahead, however long the test takes; read as UTC, not refused as naive.
+    seconds = retry_after_seconds("Fri, 01 Jan 2100 00:00:00 -0000")
+    assert seconds is not None and seconds > 365 * 24 * 3600
