@@ -150,6 +150,7 @@ def execute(
 def test_post_sends_the_arguments_as_a_json_body(upstream: str) -> None:
     result = execute(http_tool("/echo", method="POST"), {"order_id": "#W1", "qty": 2})
     assert result.code == ExecutorCode.OK
+    assert result.detail == ""  # an answer needs no explanation
     echoed = json.loads(result.body)
     assert echoed["method"] == "POST"
     assert echoed["body"] == {"order_id": "#W1", "qty": 2}
