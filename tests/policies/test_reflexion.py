@@ -538,3 +538,64 @@ def test_the_reflexion_prompt_s_repair_example_is_a_valid_step_list(failed_trace
     steps = json.loads(example.group(1))
     assert [step["op"] for step in steps] == ["strip_prefix", "rename"]
     assert len(repair_steps_parse(steps, field="order_id")) == 2
+
+
+def test_the_reflexion_prompt_s_sections_and_vocabulary(failed_trace: Any) -> None:
+    import re
+
+    from agents.policy_runtime import ERROR_HANDLER_ACTIONS
+    from policies.branches import KINDS
+
+    prompt = _prompt(failures_of_trace(failed_trace(body=INT_BODY))[0])
+    headings = re.findall(r"^## (.+)$", prompt, re.MULTILINE)
+    assert headings == [
+        "Failed trace",
+        "Similar past failures",
+        "Business constraints",
+        "Branch kinds",
+        "Instructions",
+    ]
+    # Names the model must send back exactly as the schema and the checks spell them.
+    for name in (*KINDS, *ERROR_HANDLER_ACTIONS, "max_wait_s"):
+        assert re.search(rf"\b{name}\b", prompt), name
+    assert (
+        " Reply with ONE JSON object and nothing else, shaped like this example (its values "
+        "are an example, not the answer):\n{" in prompt
+    )
+
+
+def test_the_reflexion_prompt_s_example_is_a_reply_for_the_failing_tool(
+    failed_trace: Any,
+) -> None:
+    import re
+
+    from jsonschema import Draft202012Validator
+
+    from policies.branches import branch_errors
+    from policies.reflexion import reflexion_json_schema
+
+    facts = failures_of_trace(
+        failed_trace(
+            tool="check_inventory",
+            action_input={"sku": "Aurora Wireless Headphones"},
+            status_code=404,
+            error_type="RESOURCE_NOT_FOUND",
+        )
+    )[0]
+    prompt = _prompt(facts)
+    example = json.loads(prompt.rsplit("\n", 1)[-1])
+    assert example["branch"]["error_type"] == "RESOURCE_NOT_FOUND"
+    assert re.search(r"\bcheck_inventory\b", example["root_cause"])
+    assert "get_order" not in json.dumps(example)
+    assert Draft202012Validator(reflexion_json_schema(["check_inventory"])).is_valid(example)
+    assert branch_errors(example["kind"], example["branch"]) == []
+    # Its citations are fields of this trace, as a reply's must be.
+    proposal = _proposal(
+        kind=example["kind"],
+        branch=example["branch"],
+        root_cause=example["root_cause"],
+        strategy_update=example["strategy_update"],
+        cited_trace_ids=example["cited_trace_ids"],
+        cited_fields=example["cited_fields"],
+    )
+    assert quality_gates(proposal, facts)["facts_anchored"] == ""

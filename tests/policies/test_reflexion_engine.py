@@ -490,3 +490,25 @@ def test_enqueue_sends_reflexion_to_a_celery_worker(
     [record] = ReflexionProposal.objects.all()
     assert record.trace_id == trace.pk and record.outcome == "rejected"
     assert record.reason.startswith("facts_anchored: ")
+
+
+@pytest.mark.django_db
+def test_the_reflexion_request_constrains_branch_tools_to_the_registered_names(
+    model: FakeOpenAIServer, failed_trace: Any
+) -> None:
+    from agents.models import Tool
+
+    model.enqueue(_answer())
+    trace = _unexplained(failed_trace)
+
+    reflexion_run(trace_id=str(trace.pk), auto_approve=True)
+
+    [request] = model.requests
+    schema = request.json["response_format"]["json_schema"]["schema"]
+    tool_enums = [
+        shape["properties"]["tool"]["enum"]
+        for shape in schema["properties"]["branch"]["anyOf"]
+        if "tool" in shape["properties"]
+    ]
+    names = sorted(Tool.objects.values_list("name", flat=True))
+    assert names and tool_enums and all(enum == names for enum in tool_enums)

@@ -19,6 +19,7 @@ from policies.reflexion import (
     quality_gates,
     value_pattern,
 )
+from tests.branches import sku_lookup
 from traces.models import Step
 from traces.services import trace_create
 
@@ -222,3 +223,105 @@ def test_the_llm_reflexion_schema_refuses_what_the_branch_checks_refuse() -> Non
     }
     assert branch_errors("error_handler", wait) == []
     assert validator.is_valid({**base, "kind": "error_handler", "branch": wait})
+
+
+# Every branch shape the engine can publish, as the reflexion model would send it.
+BRANCHES = [
+    ("prompt_hint", {"text": "Send get_order the order id as digits", "error_type": "TIMEOUT"}),
+    ("validation_rule", {"tool": "get_order", "schema": {"required": ["order_id"]}}),
+    ("validation_rule", {"tool": "get_order", "amend": {"order_id": {"type": "string"}}}),
+    ("pre_condition", sku_lookup()),
+    ("error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "handover"}),
+    (
+        "error_handler",
+        {
+            "tool": "get_order",
+            "on": "TYPE_MISMATCH",
+            "action": "retry_once",
+            "transform": {"order_id": "digits_to_int"},
+        },
+    ),
+    (
+        "error_handler",
+        {
+            "tool": "check_inventory",
+            "on": "RESOURCE_NOT_FOUND",
+            "action": "call_tool",
+            "call": "search_products",
+            "input": {"query": "$arg"},
+        },
+    ),
+    ("adapter", {"tool": "get_order", "field": "order_id", "transform": "digits_to_int"}),
+    (
+        "adapter",
+        {
+            "tool": "get_order",
+            "field": "order_id",
+            "steps": [{"op": "strip_prefix", "value": "#W"}],
+        },
+    ),
+]
+TOOLS = ["check_inventory", "get_order", "search_products"]
+
+
+def _reply(kind: str, branch: Any, **fields: Any) -> dict[str, Any]:
+    return {"root_cause": "r", "strategy_update": "s", "kind": kind, "branch": branch, **fields}
+
+
+@pytest.mark.parametrize("tools", [TOOLS, []], ids=["tool enum", "no tools"])
+@pytest.mark.parametrize(("kind", "branch"), BRANCHES)
+def test_every_branch_shape_the_checks_accept_fits_the_reflexion_schema(
+    kind: str, branch: dict[str, Any], tools: list[str]
+) -> None:
+    from jsonschema import Draft202012Validator
+
+    from policies.reflexion import reflexion_json_schema
+
+    schema = reflexion_json_schema(tools)
+    Draft202012Validator.check_schema(schema)
+    assert branch_errors(kind, branch) == []
+    assert Draft202012Validator(schema).is_valid(_reply(kind, branch)), (kind, branch)
+
+
+@pytest.mark.parametrize(
+    ("kind", "branch"),
+    [
+        ("prompt_hint", {"text": 5}),
+        ("validation_rule", {"tool": "get_order", "schema": "required: order_id"}),
+        ("validation_rule", {"tool": 7, "schema": {}}),
+        ("pre_condition", {**sku_lookup(), "arg": 1}),
+        ("pre_condition", {k: v for k, v in sku_lookup().items() if k != "call"}),
+        ("error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "reboot"}),
+        (
+            "error_handler",
+            {
+                "tool": "get_order",
+                "on": "TYPE_MISMATCH",
+                "action": "retry_once",
+                "transform": {"order_id": "shout"},
+            },
+        ),
+    ],
+)
+def test_the_reflexion_schema_refuses_what_constrained_decoding_must_rule_out(
+    kind: str, branch: dict[str, Any]
+) -> None:
+    from jsonschema import Draft202012Validator
+
+    from policies.reflexion import reflexion_json_schema
+
+    validator = Draft202012Validator(reflexion_json_schema(TOOLS))
+    assert not validator.is_valid(_reply(kind, branch)), (kind, branch)
+    assert branch_errors(kind, branch) != []
+
+
+def test_the_reflexion_schema_wants_text_for_the_root_cause_and_update() -> None:
+    from jsonschema import Draft202012Validator
+
+    from policies.reflexion import reflexion_json_schema
+
+    validator = Draft202012Validator(reflexion_json_schema(TOOLS))
+    kind, branch = BRANCHES[0]
+    assert validator.is_valid(_reply(kind, branch))
+    assert not validator.is_valid({**_reply(kind, branch), "root_cause": 5})
+    assert not validator.is_valid({**_reply(kind, branch), "strategy_update": ["s"]})
