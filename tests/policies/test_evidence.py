@@ -158,6 +158,7 @@ def test_a_prefix_the_accepted_calls_do_without(failed_trace: Any, support_agent
         "steps": [{"op": "strip_prefix", "value": "#W"}],
     }
     assert proposal.cited_fields[-1] == "action_input.order_id"
+    assert proposal.strategy_update == "Rewrite order_id (strip prefix) before calling get_order"
 
 
 @pytest.mark.django_db

@@ -43,6 +43,9 @@ def test_type_mismatch_from_a_400_body_becomes_an_adapter(failed_trace: Any) -> 
         "field": "order_id",
         "transform": "digits_to_int",
     }
+    assert proposal.cited_trace_ids == [facts.trace_id]
+    assert proposal.cited_fields == ["status_code", "response_summary", "action_input.order_id"]
+    assert quality_gates(proposal, facts)["facts_anchored"] == ""
 
 
 def test_missing_required_field_becomes_a_validation_rule(failed_trace: Any) -> None:
@@ -58,6 +61,19 @@ def test_missing_required_field_becomes_a_validation_rule(failed_trace: Any) -> 
     proposal = analyze_missing_field(facts)
     assert proposal is not None and proposal.kind == "validation_rule"
     assert proposal.branch["schema"] == {"required": ["q"]}
+
+
+def test_only_a_missing_field_error_is_read_as_one(failed_trace: Any) -> None:
+    body = json.dumps({"error": "missing_required_field", "field": "q"})
+    facts = failures_of_trace(
+        failed_trace(
+            tool="search_products",
+            action_input={"query": "x"},
+            error_type="INVALID_PARAMETER",
+            body=body,
+        )
+    )[0]
+    assert analyze_missing_field(facts) is None
 
 
 def test_not_found_on_a_name_becomes_a_lookup_pre_condition(failed_trace: Any) -> None:

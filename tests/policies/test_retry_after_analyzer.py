@@ -63,6 +63,7 @@ def test_a_stated_wait_becomes_a_wait_retry_handler(
     assert quality_gates(proposal, facts)["constraints"] == ""
     # It cites only fields the failed trace has, as every analyzer's proposal must.
     assert quality_gates(proposal, facts)["facts_anchored"] == ""
+    assert proposal.cited_trace_ids == [facts.trace_id]
     # It comes before the degrade-to-cache analyzer, which needs a cache to be of any use.
     first = next(p for p in (a(facts) for a in ANALYZERS) if p is not None)
     assert first.origin == "analyzer:retry_after"

@@ -325,3 +325,4 @@ def test_the_reflexion_schema_wants_text_for_the_root_cause_and_update() -> None
     assert validator.is_valid(_reply(kind, branch))
     assert not validator.is_valid({**_reply(kind, branch), "root_cause": 5})
     assert not validator.is_valid({**_reply(kind, branch), "strategy_update": ["s"]})
+    assert not validator.is_valid({**_reply(kind, branch), "cited_fields": [5]})
