@@ -224,6 +224,8 @@ def test_the_same_lesson_twice_is_agreed_not_added(
     reflexion_run(trace_id=str(first.pk), auto_approve=True)
     [again] = reflexion_run(trace_id=str(second.pk), auto_approve=True)
     assert again.outcome == "agreed"
+    # The agreeing proposal passed the same gates, and its record says so.
+    assert again.gate_results and not any(again.gate_results.values())
     assert Strategy.objects.count() == 1
     strategy = Strategy.objects.get()
     assert strategy.agree_count == 2
