@@ -22,3 +22,15 @@ def sku_lookup(**overrides: Any) -> dict[str, Any]:
     }
     branch.update(overrides)
     return branch
+
+
+def search_for_sku() -> dict[str, Any]:
+    """An error handler that, when ``check_inventory`` finds no such SKU, searches the
+    products with the value sent instead."""
+    return {
+        "tool": "check_inventory",
+        "on": "RESOURCE_NOT_FOUND",
+        "action": "call_tool",
+        "call": "search_products",
+        "input": {"query": "$arg"},
+    }

@@ -48,43 +48,38 @@ def test_type_mismatch_from_a_400_body_becomes_an_adapter(failed_trace: Any) -> 
     assert quality_gates(proposal, facts)["facts_anchored"] == ""
 
 
-def test_missing_required_field_becomes_a_validation_rule(failed_trace: Any) -> None:
+def _missing_q(failed_trace: Any, error_type: str) -> Any:
+    """search_products failed with a body naming q as a missing required field."""
     body = json.dumps({"error": "missing_required_field", "field": "q"})
-    facts = failures_of_trace(
-        failed_trace(
-            tool="search_products",
-            action_input={"query": "x"},
-            error_type="MISSING_REQUIRED_FIELD",
-            body=body,
-        )
-    )[0]
-    proposal = analyze_missing_field(facts)
+    trace = failed_trace(
+        tool="search_products", action_input={"query": "x"}, error_type=error_type, body=body
+    )
+    return failures_of_trace(trace)[0]
+
+
+def test_missing_required_field_becomes_a_validation_rule(failed_trace: Any) -> None:
+    proposal = analyze_missing_field(_missing_q(failed_trace, "MISSING_REQUIRED_FIELD"))
     assert proposal is not None and proposal.kind == "validation_rule"
     assert proposal.branch["schema"] == {"required": ["q"]}
 
 
 def test_only_a_missing_field_error_is_read_as_one(failed_trace: Any) -> None:
-    body = json.dumps({"error": "missing_required_field", "field": "q"})
-    facts = failures_of_trace(
-        failed_trace(
-            tool="search_products",
-            action_input={"query": "x"},
-            error_type="INVALID_PARAMETER",
-            body=body,
-        )
-    )[0]
-    assert analyze_missing_field(facts) is None
+    assert analyze_missing_field(_missing_q(failed_trace, "INVALID_PARAMETER")) is None
+
+
+def _name_not_found(failed_trace: Any) -> Any:
+    """check_inventory answered 404 to a product name sent where a SKU belongs."""
+    trace = failed_trace(
+        tool="check_inventory",
+        action_input={"sku": "Aurora Wireless Headphones"},
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+    )
+    return failures_of_trace(trace)[0]
 
 
 def test_not_found_on_a_name_becomes_a_lookup_pre_condition(failed_trace: Any) -> None:
-    facts = failures_of_trace(
-        failed_trace(
-            tool="check_inventory",
-            action_input={"sku": "Aurora Wireless Headphones"},
-            status_code=404,
-            error_type="RESOURCE_NOT_FOUND",
-        )
-    )[0]
+    facts = _name_not_found(failed_trace)
     proposal = analyze_name_for_id(facts)
     assert proposal is not None and proposal.kind == "pre_condition"
     assert proposal.branch["call"] == "search_products"
@@ -592,14 +587,7 @@ def test_the_reflexion_prompt_s_example_is_a_reply_for_the_failing_tool(
     from policies.branches import branch_errors
     from policies.reflexion import reflexion_json_schema
 
-    facts = failures_of_trace(
-        failed_trace(
-            tool="check_inventory",
-            action_input={"sku": "Aurora Wireless Headphones"},
-            status_code=404,
-            error_type="RESOURCE_NOT_FOUND",
-        )
-    )[0]
+    facts = _name_not_found(failed_trace)
     prompt = _prompt(facts)
     example = json.loads(prompt.rsplit("\n", 1)[-1])
     assert example["branch"]["error_type"] == "RESOURCE_NOT_FOUND"

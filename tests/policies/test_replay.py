@@ -24,7 +24,7 @@ from policies.reflexion import FailureFacts, Proposal, failures_of_trace
 from policies.replay import RANDOM_FAULT_PAIRS, replay_stages, strategy_replay
 from sandbox.models import Order, Product
 from sandbox.services import faultrule_set
-from tests.branches import sku_lookup
+from tests.branches import search_for_sku, sku_lookup
 from tests.fakes.recording_api import ApiRequest, RecordingAPI
 from traces.models import Job, Trace
 
@@ -262,17 +262,7 @@ def test_call_tool_replays_the_other_tool_with_the_recorded_value(
         query=f"Is the {product.name} in stock?",
     )
 
-    passed, detail = _replay(
-        "error_handler",
-        {
-            "tool": "check_inventory",
-            "on": "RESOURCE_NOT_FOUND",
-            "action": "call_tool",
-            "call": "search_products",
-            "input": {"query": "$arg"},
-        },
-        facts,
-    )
+    passed, detail = _replay("error_handler", search_for_sku(), facts)
 
     assert passed, detail
     call, run = detail.split("; ")

@@ -19,7 +19,7 @@ from policies.reflexion import (
     quality_gates,
     value_pattern,
 )
-from tests.branches import sku_lookup
+from tests.branches import search_for_sku, sku_lookup
 from traces.models import Step
 from traces.services import trace_create
 
@@ -225,6 +225,12 @@ def test_the_llm_reflexion_schema_refuses_what_the_branch_checks_refuse() -> Non
     assert validator.is_valid({**base, "kind": "error_handler", "branch": wait})
 
 
+RETRY_AS_DIGITS = {
+    "tool": "get_order",
+    "on": "TYPE_MISMATCH",
+    "action": "retry_once",
+    "transform": {"order_id": "digits_to_int"},
+}
 # Every branch shape the engine can publish, as the reflexion model would send it.
 BRANCHES = [
     ("prompt_hint", {"text": "Send get_order the order id as digits", "error_type": "TIMEOUT"}),
@@ -232,25 +238,8 @@ BRANCHES = [
     ("validation_rule", {"tool": "get_order", "amend": {"order_id": {"type": "string"}}}),
     ("pre_condition", sku_lookup()),
     ("error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "handover"}),
-    (
-        "error_handler",
-        {
-            "tool": "get_order",
-            "on": "TYPE_MISMATCH",
-            "action": "retry_once",
-            "transform": {"order_id": "digits_to_int"},
-        },
-    ),
-    (
-        "error_handler",
-        {
-            "tool": "check_inventory",
-            "on": "RESOURCE_NOT_FOUND",
-            "action": "call_tool",
-            "call": "search_products",
-            "input": {"query": "$arg"},
-        },
-    ),
+    ("error_handler", RETRY_AS_DIGITS),
+    ("error_handler", search_for_sku()),
     ("adapter", {"tool": "get_order", "field": "order_id", "transform": "digits_to_int"}),
     (
         "adapter",
@@ -292,15 +281,7 @@ def test_every_branch_shape_the_checks_accept_fits_the_reflexion_schema(
         ("pre_condition", {**sku_lookup(), "arg": 1}),
         ("pre_condition", {k: v for k, v in sku_lookup().items() if k != "call"}),
         ("error_handler", {"tool": "get_order", "on": "TIMEOUT", "action": "reboot"}),
-        (
-            "error_handler",
-            {
-                "tool": "get_order",
-                "on": "TYPE_MISMATCH",
-                "action": "retry_once",
-                "transform": {"order_id": "shout"},
-            },
-        ),
+        ("error_handler", {**RETRY_AS_DIGITS, "transform": {"order_id": "shout"}}),
     ],
 )
 def test_the_reflexion_schema_refuses_what_constrained_decoding_must_rule_out(
