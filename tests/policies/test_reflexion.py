@@ -605,3 +605,32 @@ def test_the_reflexion_prompt_s_example_is_a_reply_for_the_failing_tool(
         cited_fields=example["cited_fields"],
     )
     assert quality_gates(proposal, facts)["facts_anchored"] == ""
+
+
+def test_a_reply_may_cite_every_field_the_prompt_shows_and_nothing_else(
+    failed_trace: Any,
+) -> None:
+    facts = _name_not_found(failed_trace)
+    shown = [
+        "trace_id",
+        "query",
+        "tool",
+        "action_input",
+        "endpoint",
+        "status_code",
+        "error_type",
+        "response_summary",
+        "error_detail",
+        "action_input.sku",
+    ]
+    assert quality_gates(_proposal(cited_fields=shown), facts)["facts_anchored"] == ""
+    invented = quality_gates(_proposal(cited_fields=["password"]), facts)["facts_anchored"]
+    assert invented == "cites fields not in the trace: password"
+
+
+def test_a_name_where_an_id_belongs_is_a_lookup_not_a_rewrite(failed_trace: Any) -> None:
+    from policies.reflexion import evidence_candidates
+
+    facts = _name_not_found(failed_trace)
+    assert analyze_name_for_id(facts) is not None
+    assert list(evidence_candidates(facts)) == []
