@@ -596,15 +596,7 @@ def test_the_reflexion_prompt_s_example_is_a_reply_for_the_failing_tool(
     assert Draft202012Validator(reflexion_json_schema(["check_inventory"])).is_valid(example)
     assert branch_errors(example["kind"], example["branch"]) == []
     # Its citations are fields of this trace, as a reply's must be.
-    proposal = _proposal(
-        kind=example["kind"],
-        branch=example["branch"],
-        root_cause=example["root_cause"],
-        strategy_update=example["strategy_update"],
-        cited_trace_ids=example["cited_trace_ids"],
-        cited_fields=example["cited_fields"],
-    )
-    assert quality_gates(proposal, facts)["facts_anchored"] == ""
+    assert quality_gates(_proposal(**example), facts)["facts_anchored"] == ""
 
 
 def test_a_reply_may_cite_every_field_the_prompt_shows_and_nothing_else(
