@@ -15,8 +15,11 @@ from policies.error_bodies import ErrorHints
 from policies.evidence import Target, chain_for, value_shape
 from policies.reflexion import (
     ANALYZERS,
+    MAX_EVIDENCE_CANDIDATES,
     analyze_from_evidence,
+    analyze_name_for_id,
     analyze_type_mismatch,
+    evidence_candidates,
     failures_of_trace,
 )
 from traces.models import Step, Trace
@@ -391,3 +394,39 @@ def test_a_separator_the_message_names(message: str, to: str) -> None:
         "",
         [{"op": "separators", "from": "-", "to": to}],
     )
+
+
+@pytest.mark.django_db
+def test_a_lowercased_sku_is_a_lookup_on_a_404_and_a_rewrite_on_a_400(
+    failed_trace: Any, support_agent: Any
+) -> None:
+    for sku in ("CAP-0001-BLU", "HAT-0002-RED"):
+        _accepted(support_agent, "check_inventory", {"sku": sku})
+    refused = {"tool": "check_inventory", "action_input": {"sku": "awh-2041-blk"}}
+    not_found = _facts(
+        failed_trace, status_code=404, error_type="RESOURCE_NOT_FOUND", body="", **refused
+    )
+    # The value looks like a name to the lookup analyzer, which takes the 404 over.
+    assert analyze_name_for_id(not_found) is not None
+    assert list(evidence_candidates(not_found)) == []
+    # Refused as malformed instead, the accepted SKUs support a rewrite.
+    invalid = _facts(
+        failed_trace, status_code=400, error_type="INVALID_PARAMETER", body="", **refused
+    )
+    [candidate] = evidence_candidates(invalid)
+    assert candidate.branch == {"tool": "check_inventory", "field": "sku", "transform": "upper"}
+
+
+@pytest.mark.django_db
+def test_the_evidence_puts_at_most_three_repairs_to_the_replay(failed_trace: Any) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="check_inventory",
+        action_input={name: "ABC" for name in ("sku", "warehouse", "region", "channel")},
+        error_type="INVALID_PARAMETER",
+        body={"detail": "values must be lowercase"},
+    )
+    # All four arguments break the rule the body states; three repairs go to the replay.
+    fields = [c.branch["field"] for c in evidence_candidates(facts)]
+    assert MAX_EVIDENCE_CANDIDATES == 3
+    assert len(set(fields)) == len(fields) == 3

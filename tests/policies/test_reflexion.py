@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policies.models import PolicyVersion, ReflexionProposal, Rollout, Strategy
+from policies.models import Policy, PolicyVersion, ReflexionProposal, Rollout, Strategy
 from policies.reflexion import (
     Proposal,
     analyze_missing_field,
@@ -190,6 +190,8 @@ def drifted_orders(
 def test_type_mismatch_is_learned_replayed_and_published(
     drifted_orders: Order, failed_trace: Any
 ) -> None:
+    # A narrower scope of the same tool already exists; the tool-wide lesson is not its.
+    refunds = Policy.objects.create(intent="refund", tool_name="get_order")
     body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
     trace = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
     [proposal] = reflexion_run(trace_id=str(trace.pk), auto_approve=True)
@@ -197,6 +199,8 @@ def test_type_mismatch_is_learned_replayed_and_published(
     strategy = proposal.strategy
     assert strategy is not None
     strategy.refresh_from_db()
+    assert (strategy.policy.tool_name, strategy.policy.intent) == ("get_order", "")
+    assert not refunds.strategies.exists()
     assert strategy.replay_status == "passed"
     assert "-> 200" in strategy.replay_detail
     # auto-merged, it goes out as a canary: approved, in an inactive version on 1%

@@ -92,6 +92,8 @@ def api_said_no_prefix(support_agent: Any) -> None:
 def test_value_pattern() -> None:
     assert value_pattern("1234567") == r"^\d{7}$"
     assert value_pattern("ord-12") == r"^[a-z]+\-\d{2}$"
+    # Only the first 200 characters shape the pattern: model output is unbounded.
+    assert value_pattern("1" * 200 + "abc") == r"^\d{200}$"
 
 
 def test_a_value_the_api_wants_but_the_schema_refuses_amends_the_schema(
