@@ -7,7 +7,7 @@ BENCH_DATABASE_URL ?= sqlite:///$(CURDIR)/var/bench.sqlite3
 # Benchmarks keep the local settings whatever shape .env describes: same numbers, any machine.
 BENCH_ENV := DATABASE_URL=$(BENCH_DATABASE_URL) DJANGO_SETTINGS_MODULE=config.settings.local
 
-.PHONY: run run-local-llm test install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web bench-e2e crash-drill drill-llm-faults drill-pg-restart mutation clean
+.PHONY: run run-local-llm test test-files-alone install secret-key migrate seed lint typecheck bench bench-learning bench-drift bench-dashboard bench-pages bench-otlp bench-web bench-e2e crash-drill drill-llm-faults drill-pg-restart mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ test: $(STAMP)
 	mkdir -p var
 	$(VENV)/bin/pytest -p randomly --randomly-seed=$(TEST_SEED) --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
 	COVERAGE_FAIL_UNDER=$(COVERAGE_FAIL_UNDER) $(PY) bench/coverage_gate.py var/coverage.json
+
+## Each test file alone, in a pytest process of its own (bench/files_alone.py): a file that
+## passes only after others have run fails here. About 40 min on 2 cores: not part of `test`.
+test-files-alone: $(STAMP)
+	$(PY) -m bench.files_alone
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
