@@ -499,18 +499,27 @@ _SOURCE_WORDS = {"customer": "customer id", "fact": "run's key facts", "value": 
 
 
 def _argument_move(
-    facts: FailureFacts, parsed: ParsedError, properties: dict[str, Any], path_args: set[str]
+    facts: FailureFacts,
+    parsed: ParsedError,
+    properties: dict[str, Any],
+    path_args: set[str],
+    query_map: dict[str, Any],
 ) -> Proposal | None:
     """A parameter the API now names differently (rename), or a new required one whose
     value the run has (add)."""
     sent = facts.action_input
+    # The API names parameters as they go on the wire (query_map): a name the tool already
+    # declares or sends, by either spelling, is no new name.
+    known = {*sent, *properties}
+    known |= {str(query_map.get(name, name)) for name in known}
+    by_wire = {str(query_map.get(name, name)): name for name in sent} | {n: n for n in sent}
     for item in parsed.items:
         hints = item.hints
-        unknown = hints.unknown_name if hints.unknown_name in sent else None
+        unknown = by_wire.get(hints.unknown_name) if hints.unknown_name else None
         wanted = hints.suggested_name
         if wanted is None and hints.required and item.field and item.field not in sent:
             wanted = item.field
-        if not wanted or wanted in sent or wanted in properties:
+        if not wanted or wanted in known:
             continue
         if unknown is None and not hints.allowed_values:
             # Which argument did the API rename? Only an unambiguous one — and not when the
@@ -581,13 +590,14 @@ def evidence_candidates(facts: FailureFacts) -> Iterator[Proposal]:
     )
     properties = ((tool.params_schema if tool else {}) or {}).get("properties", {}) or {}
     path_args = set(re.findall(r"{(\w+)}", tool.endpoint_template if tool else ""))
-    move = _argument_move(facts, parsed, properties, path_args)
+    query_map = (tool.query_map if tool else None) or {}
+    move = _argument_move(facts, parsed, properties, path_args, query_map)
     if move is not None:
         yield move
         return
     examples = _accepted_examples(facts)
     # The API names parameters as they go on the wire: map them back to the arguments.
-    wire = {str(sent): name for name, sent in ((tool.query_map if tool else None) or {}).items()}
+    wire = {str(sent): name for name, sent in query_map.items()}
     argument_of = {field: wire.get(field, field) for field in parsed.fields}
     named = list(
         dict.fromkeys(argument_of[f] for f in parsed.fields if argument_of[f] in facts.action_input)

@@ -166,20 +166,55 @@ def test_a_prefix_the_accepted_calls_do_without(failed_trace: Any, support_agent
 
 @pytest.mark.django_db
 def test_a_renamed_query_parameter_from_a_fastapi_422(failed_trace: Any) -> None:
+    # search_products sends its query argument as ?q= (query_map); the API now wants ?term=.
     facts = _facts(
         failed_trace,
         tool="search_products",
         action_input={"query": "cap"},
         status_code=422,
         error_type="INVALID_PARAMETER",
-        body={"detail": [{"type": "missing", "loc": ["query", "q"], "msg": "Field required"}]},
+        body={"detail": [{"type": "missing", "loc": ["query", "term"], "msg": "Field required"}]},
     )
     proposal = analyze_from_evidence(facts)
     assert proposal is not None
     assert proposal.branch == {
         "tool": "search_products",
-        "steps": [{"op": "rename", "from": "query", "to": "q", "in": "query"}],
+        "steps": [{"op": "rename", "from": "query", "to": "term", "in": "query"}],
     }
+
+
+@pytest.mark.django_db
+def test_a_missing_argument_named_as_it_goes_on_the_wire_is_not_a_rename(
+    failed_trace: Any,
+) -> None:
+    # The model left out query, which goes on the wire as ?q=: the API asking for q wants
+    # the value, not limit under a new name.
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"limit": 3},
+        status_code=422,
+        error_type="MISSING_REQUIRED_FIELD",
+        body={"detail": [{"type": "missing", "loc": ["query", "q"], "msg": "Field required"}]},
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is None, proposal.branch if proposal else None
+
+
+@pytest.mark.django_db
+def test_an_unknown_parameter_named_by_its_wire_name_is_renamed_by_its_argument(
+    failed_trace: Any,
+) -> None:
+    facts = _facts(
+        failed_trace,
+        tool="search_products",
+        action_input={"query": "cap", "limit": 3},
+        error_type="INVALID_PARAMETER",
+        body={"error": {"message": "Unknown parameter 'q'. Did you mean 'term'?", "param": "q"}},
+    )
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None
+    assert proposal.branch["steps"] == [{"op": "rename", "from": "query", "to": "term"}]
 
 
 @pytest.mark.django_db
