@@ -134,6 +134,11 @@ WRAPS_LOOPBACK = "an IPv6 address wrapping 127.0.0.1 (a loopback address)"
             f"host '64:ff9b::7f00:1' is 64:ff9b::7f00:1, {WRAPS_LOOPBACK}",
         ),
         ("http://[::127.0.0.1]/", f"host '::127.0.0.1' is ::7f00:1, {WRAPS_LOOPBACK}"),
+        # The IPv4-compatible form starts right after :: and ::1 (unspecified, loopback).
+        (
+            "http://[::2]/",
+            "host '::2' is ::2, an IPv6 address wrapping 0.0.0.2 (a private address)",
+        ),
         ("https://127.0.0.1:443/", f"host '127.0.0.1' is 127.0.0.1, {LOOPBACK}"),
     ],
 )

@@ -183,8 +183,9 @@ def test_what_strategy_activate_returns_reads_as_words(result: Any, label: str) 
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("note", [{"note": "ok"}, {}], ids=["with a note", "without one"])
 def test_an_edit_is_replayed_then_published_and_audited(
-    replay_shop: str, proposal: ReviewItem, ops_user: Any
+    replay_shop: str, proposal: ReviewItem, ops_user: Any, note: dict[str, str]
 ) -> None:
     edit = StrategyEdit(
         root_cause="search_products called without a usable query",
@@ -192,7 +193,9 @@ def test_an_edit_is_replayed_then_published_and_audited(
         branch=STRICTER,
     )
 
-    item = review_item_edit_approve(item_id=proposal.pk, user=ops_user, edit=edit, note="ok")
+    item = review_item_edit_approve(item_id=proposal.pk, user=ops_user, edit=edit, **note)
+    item.refresh_from_db()
+    assert item.decision_note == note.get("note", "")
 
     strategy = _strategy(item)
     assert strategy.branch == STRICTER and strategy.status == Strategy.Status.ACTIVE
@@ -202,6 +205,7 @@ def test_an_edit_is_replayed_then_published_and_audited(
     version = PolicyVersion.objects.get(is_active=True)
     assert "minLength: 2" in version.document
     approve = AuditLog.objects.get(action="review.approve")
+    assert approve.details["note"] == note.get("note", "")
     assert approve.details["edited"] == ["branch", "root_cause", "strategy_update"]
     assert approve.details["changes"]["branch"] == [RULE, STRICTER]
     assert AuditLog.objects.get(action="strategy.edit").details["review"] == proposal.pk
