@@ -19,6 +19,8 @@ from traces.models import Feedback, Trace
 
 REVIEW_STRATEGIES = "reviews.review_strategies"
 VIEW_AUDIT_LOG = "reviews.view_auditlog"
+# How long a reviewer's claim on an item holds (reviews.services.review_item_lock).
+LOCK_MINUTES = 15
 
 
 def user_can_review(user: Any) -> bool:
@@ -92,7 +94,7 @@ def _open_items_for(user: Any, lock_minutes: int) -> QuerySet[ReviewItem]:
 
 
 def review_item_neighbours(
-    *, item: ReviewItem, user: Any, lock_minutes: int = 15
+    *, item: ReviewItem, user: Any, lock_minutes: int = LOCK_MINUTES
 ) -> tuple[int | None, int | None]:
     """The open items before and after ``item`` in queue order (j/k on the item page)."""
     open_items = _open_items_for(user, lock_minutes).exclude(pk=item.pk)
@@ -110,7 +112,9 @@ def review_item_neighbours(
     return previous, following
 
 
-def review_item_next(*, after: ReviewItem, user: Any, lock_minutes: int = 15) -> int | None:
+def review_item_next(
+    *, after: ReviewItem, user: Any, lock_minutes: int = LOCK_MINUTES
+) -> int | None:
     """The item to open after deciding ``after``: the next open one, else the first."""
     _, following = review_item_neighbours(item=after, user=user, lock_minutes=lock_minutes)
     if following is not None:

@@ -13,12 +13,11 @@ from policies.branches import branch_errors, branch_signature
 from policies.models import Strategy
 from policies.services import audit, strategy_activate, strategy_reject
 from reviews.models import ReviewItem
-from reviews.selectors import user_can_review
+from reviews.selectors import LOCK_MINUTES, user_can_review
 from traces.models import Feedback, Trace
 from traces.redaction import redact_text, redact_value
 from traces.services import trace_feedback_record
 
-LOCK_MINUTES = 15
 UNDECIDED = (ReviewItem.Status.OPEN, ReviewItem.Status.NEEDS_EVIDENCE)
 ROOT_CAUSE_MAX = 200
 STRATEGY_UPDATE_MAX = 250

@@ -60,7 +60,12 @@ def test_only_admins_read_the_audit_log(
     _entries(1)
 
     assert _client(admin_role_user).get("/reviews/audit/").status_code == 200
-    assert _client(ops_user).get("/reviews/audit/").status_code == 403
+    refused = _client(ops_user).get("/reviews/audit/")
+    assert refused.status_code == 403
+    assert (
+        "<p>Only admins read the audit log. If you need it, ask an admin.</p>"
+        in refused.content.decode()
+    )
     assert _client(support_user).get("/reviews/audit/").status_code == 403
     assert 'href="/reviews/audit/"' in _client(admin_role_user).get("/traces/").content.decode()
     assert 'href="/reviews/audit/"' not in _client(ops_user).get("/traces/").content.decode()

@@ -208,7 +208,10 @@ def test_an_edit_is_replayed_then_published_and_audited(
     assert approve.details["note"] == note.get("note", "")
     assert approve.details["edited"] == ["branch", "root_cause", "strategy_update"]
     assert approve.details["changes"]["branch"] == [RULE, STRICTER]
-    assert AuditLog.objects.get(action="strategy.edit").details["review"] == proposal.pk
+    edited = AuditLog.objects.get(action="strategy.edit").details
+    assert edited["review"] == proposal.pk
+    assert sorted(edited["changed"]) == ["branch", "root_cause", "strategy_update"]
+    assert edited["changed"]["branch"] == [RULE, STRICTER]
 
 
 @pytest.mark.parametrize(
@@ -559,7 +562,12 @@ def test_support_may_not_open_an_item(
     client: Client, proposal: ReviewItem, support_user: Any
 ) -> None:
     client.force_login(support_user)
-    assert client.get(f"/reviews/{proposal.pk}/").status_code == 403
+    refused = client.get(f"/reviews/{proposal.pk}/")
+    assert refused.status_code == 403
+    assert (
+        "<p>Only ops staff and admins review strategies. If you need it, ask an admin.</p>"
+        in refused.content.decode()
+    )
     proposal.refresh_from_db()
     assert proposal.locked_by is None
 

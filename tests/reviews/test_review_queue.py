@@ -84,7 +84,13 @@ def test_queue_page_is_for_ops_and_decisions_need_a_reason_to_reject(
     client: Any, proposed: ReviewItem, ops_user: Any, support_user: Any
 ) -> None:
     client.force_login(support_user)
-    assert client.get("/reviews/").status_code == 403
+    refused = client.get("/reviews/")
+    assert refused.status_code == 403
+    # The page says why, in the view's words.
+    assert (
+        "<p>Only ops staff and admins review strategies. If you need it, ask an admin.</p>"
+        in refused.content.decode()
+    )
     client.force_login(ops_user)
     page = client.get("/reviews/").content.decode()
     assert proposed.strategy is not None
