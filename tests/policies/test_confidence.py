@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from policies.models import Strategy, StrategyConfidenceEvent
@@ -199,8 +200,9 @@ def test_a_step_that_succeeded_counts_only_when_the_run_ends_with_a_grounded_ans
 
 
 def test_the_end_of_a_run_scores_the_strategies_it_applied(
-    make_strategy: Any, support_agent: Any
+    make_strategy: Any, support_agent: Any, settings: Any
 ) -> None:
+    settings.REFLEXION_ENABLED = True  # its check reads the steps too
     adapter = make_strategy()
     trace = _scored_run(
         support_agent,
@@ -208,8 +210,12 @@ def test_the_end_of_a_run_scores_the_strategies_it_applied(
         outcome="answered_from_data",
     )
 
-    run_ended(trace_id=str(trace.pk))
+    with CaptureQueriesContext(connection) as queries:
+        run_ended(trace_id=str(trace.pk))
 
+    # Scoring and the check for Reflexion read the run's steps once, together.
+    step_reads = [q["sql"] for q in queries if 'FROM "traces_step"' in q["sql"]]
+    assert len(step_reads) == 1, step_reads
     adapter.refresh_from_db()
     assert (adapter.applications, adapter.successes, adapter.confidence) == (1, 1, 0.75)
     assert list(
