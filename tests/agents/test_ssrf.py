@@ -290,13 +290,15 @@ def test_non_http_schemes_are_blocked(url: str) -> None:
     ],
 )
 def test_userinfo_is_blocked(url: str) -> None:
-    with pytest.raises(SSRFBlocked, match="credentials"):
+    with pytest.raises(SSRFBlocked) as blocked:
         ssrf_check_url(url, resolver=fake_resolver(PUBLIC_IP))
+    assert blocked.value.reason == "credentials in the URL (user:pass@) are not allowed"
 
 
 def test_missing_host_is_blocked() -> None:
-    with pytest.raises(SSRFBlocked, match="no host"):
+    with pytest.raises(SSRFBlocked) as blocked:
         ssrf_check_url("http:///path", resolver=unexpected_resolver)
+    assert blocked.value.reason == "the URL has no host"
 
 
 # --- ssrf_safe_request -------------------------------------------------------------------
@@ -316,10 +318,13 @@ def run_request(
     is_allowed_url: Callable[[str], bool] = allow_everything,
     max_redirects: int = 3,
     max_bytes: int = 10_000,
+    client_follows: bool = False,
     **request_kwargs: Any,
 ) -> SafeResponse:
     async def send() -> SafeResponse:
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        async with httpx.AsyncClient(
+            transport=httpx.MockTransport(handler), follow_redirects=client_follows
+        ) as client:
             return await ssrf_safe_request(
                 client,
                 method,
@@ -511,6 +516,20 @@ def test_redirect_to_internal_address_is_blocked(location: str) -> None:
     with pytest.raises(SSRFBlocked):
         run_request(handler)
 
+    assert requested == [START_URL]
+
+
+def test_a_client_that_follows_redirects_itself_still_has_every_hop_checked() -> None:
+    requested: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requested.append(str(request.url))
+        return redirect_to("http://127.0.0.1/admin")
+
+    with pytest.raises(SSRFBlocked) as blocked:
+        run_request(handler, client_follows=True)
+
+    assert blocked.value.reason == f"host '127.0.0.1' is 127.0.0.1, {LOOPBACK}"
     assert requested == [START_URL]
 
 
