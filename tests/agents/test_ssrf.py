@@ -251,6 +251,8 @@ def test_empty_dns_answer_is_blocked() -> None:
         ("http://127.0.0.1/api", "127.0.0.1:80"),
         ("https://127.0.0.1/api", "127.0.0.1:443"),
         ("http://sandbox/api", "sandbox"),
+        # An IPv6 host with a port is written in brackets, as in the URL.
+        ("http://[::1]:8001/api", "[::1]:8001"),
     ],
 )
 def test_exempt_host_is_allowed_without_lookup(url: str, exempt: str) -> None:
