@@ -68,7 +68,9 @@ def run_file(path: str, *, create_db: bool) -> FileRun:
             for line in [*lines, *done.stderr.splitlines()]
             if line.startswith(("FAILED", "ERROR"))
         ]
-        summary = "; ".join([summary, *failing[:5]])
+        # The assertion lines say why, for a failure that does not come back on a rerun.
+        why = [line[2:].strip() for line in lines if line.startswith("E ")]
+        summary = "; ".join([summary, *failing[:5], *why[:5]])
     return FileRun(path, status, round(seconds, 1), summary)
 
 

@@ -41,3 +41,12 @@ def test_the_report_lists_every_file_and_counts_the_failures(tmp_path: Path) -> 
     data = json.loads((tmp_path / "files-alone-latest.json").read_text())
     assert (data["files"], data["failed"], data["seconds"]) == (2, 1, 3.5)
     assert [run["status"] for run in data["runs"]] == ["passed", "failed"]
+
+
+def test_a_failure_is_reported_with_its_assertion(tmp_path: Path) -> None:
+    failing = tmp_path / "test_failing.py"
+    failing.write_text("def test_sum():\n    assert 1 + 1 == 3, 'arithmetic moved'\n")
+    run = run_file(str(failing), create_db=False)
+    assert run.status == "failed"
+    assert "1 failed" in run.summary
+    assert "AssertionError: arithmetic moved" in run.summary
