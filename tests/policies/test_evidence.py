@@ -184,24 +184,6 @@ def test_a_renamed_query_parameter_from_a_fastapi_422(failed_trace: Any) -> None
 
 
 @pytest.mark.django_db
-def test_a_missing_argument_named_as_it_goes_on_the_wire_is_not_a_rename(
-    failed_trace: Any,
-) -> None:
-    # The model left out query, which goes on the wire as ?q=: the API asking for q wants
-    # the value, not limit under a new name.
-    facts = _facts(
-        failed_trace,
-        tool="search_products",
-        action_input={"limit": 3},
-        status_code=422,
-        error_type="MISSING_REQUIRED_FIELD",
-        body={"detail": [{"type": "missing", "loc": ["query", "q"], "msg": "Field required"}]},
-    )
-    proposal = analyze_from_evidence(facts)
-    assert proposal is None, proposal.branch if proposal else None
-
-
-@pytest.mark.django_db
 def test_an_unknown_parameter_named_by_its_wire_name_is_renamed_by_its_argument(
     failed_trace: Any,
 ) -> None:
@@ -252,7 +234,18 @@ def test_a_new_required_argument_the_run_knows(failed_trace: Any) -> None:
 
 
 @pytest.mark.django_db
-def test_a_declared_argument_left_out_is_not_a_rename(failed_trace: Any) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"errors": [{"field": "query", "message": "is required"}]},
+        # by its wire name: search_products sends query as ?q= (query_map)
+        {"detail": [{"type": "missing", "loc": ["query", "q"], "msg": "Field required"}]},
+    ],
+    ids=["by its name", "by its wire name"],
+)
+def test_a_declared_argument_left_out_is_not_a_rename(
+    failed_trace: Any, body: dict[str, Any]
+) -> None:
     # search_products declares query: the API asking for it wants the value the model left
     # out, not the one argument that was sent under a new name.
     facts = _facts(
@@ -261,7 +254,7 @@ def test_a_declared_argument_left_out_is_not_a_rename(failed_trace: Any) -> None
         action_input={"limit": 3},
         status_code=422,
         error_type="MISSING_REQUIRED_FIELD",
-        body={"errors": [{"field": "query", "message": "is required"}]},
+        body=body,
     )
     proposal = analyze_from_evidence(facts)
     assert proposal is None, proposal.branch if proposal else None
