@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -498,6 +498,11 @@ def _evidence_proposal(
 _SOURCE_WORDS = {"customer": "customer id", "fact": "run's key facts", "value": "API's one value"}
 
 
+def _arguments_by_wire(query_map: dict[str, Any], names: Iterable[str]) -> dict[str, str]:
+    """Each of ``names`` (the tool's arguments) keyed by the name it goes by on the wire."""
+    return {str(query_map.get(name, name)): name for name in names}
+
+
 def _argument_move(
     facts: FailureFacts,
     parsed: ParsedError,
@@ -512,7 +517,7 @@ def _argument_move(
     # declares or sends, by either spelling, is no new name.
     known = {*sent, *properties}
     known |= {str(query_map.get(name, name)) for name in known}
-    by_wire = {str(query_map.get(name, name)): name for name in sent} | {n: n for n in sent}
+    by_wire = _arguments_by_wire(query_map, sent) | {n: n for n in sent}
     for item in parsed.items:
         hints = item.hints
         unknown = by_wire.get(hints.unknown_name) if hints.unknown_name else None
@@ -597,7 +602,7 @@ def evidence_candidates(facts: FailureFacts) -> Iterator[Proposal]:
         return
     examples = _accepted_examples(facts)
     # The API names parameters as they go on the wire: map them back to the arguments.
-    wire = {str(sent): name for name, sent in query_map.items()}
+    wire = _arguments_by_wire(query_map, query_map)
     argument_of = {field: wire.get(field, field) for field in parsed.fields}
     named = list(
         dict.fromkeys(argument_of[f] for f in parsed.fields if argument_of[f] in facts.action_input)

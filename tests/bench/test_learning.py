@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from agents.models import Tool
 from bench.learning import (
     MIX,
     RunResult,
@@ -133,6 +134,9 @@ def test_a_small_experiment_runs_both_arms_and_writes_the_report(
     small_shop: Any, tmp_path: Path, settings: Any
 ) -> None:
     settings.LLM_BACKEND = "simulated"
+    # The sandbox shares this process with six runs at once: on a loaded machine a call can
+    # outlast the 3 s default, and a timeout is not what this test is about.
+    Tool.objects.update(timeout_seconds=30.0)
     report = experiment_run(
         seed=3,
         tasks_count=24,
