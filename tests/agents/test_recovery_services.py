@@ -85,7 +85,9 @@ def test_stuck_means_unfinished_and_without_progress_for_the_whole_window(agent:
     assert sorted(stuck) == sorted([str(queued_long_ago.pk), str(running_old_steps.pk)])
 
 
-def test_a_stale_job_is_failed_and_a_reporting_one_is_left(db: None) -> None:
+def test_a_stale_job_is_failed_and_a_reporting_one_is_left(
+    db: None, caplog: pytest.LogCaptureFixture
+) -> None:
     stale = job_start(kind=Job.Kind.values[0], name="stale")
     fresh = job_start(kind=Job.Kind.values[0], name="fresh")
     Job.objects.filter(pk=stale.pk).update(
@@ -97,6 +99,11 @@ def test_a_stale_job_is_failed_and_a_reporting_one_is_left(db: None) -> None:
     assert stale.status == Job.Status.FAILED and stale.finished_at is not None
     assert stale.message.startswith("no progress for 30 min")
     assert fresh.status == Job.Status.RUNNING
+    # ... and an operator's log says how many were given up
+    [record] = [
+        r for r in caplog.records if r.name == "traces.services" and r.levelname == "WARNING"
+    ]
+    assert (record.getMessage(), record.__dict__["count"]) == ("job.abandoned", 1)
 
 
 # --- ending a run that cannot go on --------------------------------------------------------

@@ -88,3 +88,39 @@ def test_argument_moves_reach_the_wire(agent: Any, openai_server: Any, settings:
     fired = action.adapters_fired[-1]
     assert fired["strategy"] == adapter.pk
     assert fired["locations"] == {"q": "query", "customer_id": "query"}
+
+
+def test_an_argument_added_from_the_customers_question_reaches_the_wire(
+    agent: Any, openai_server: Any, settings: Any
+) -> None:
+    publish(
+        "adapter",
+        {
+            "tool": "partner_search",
+            "steps": [
+                {
+                    "op": "add",
+                    "name": "order",
+                    "from": "query",
+                    "pattern": r"#W(\d{7})",
+                    "group": 1,
+                    "in": "query",
+                }
+            ],
+        },
+    )
+    with RecordingAPI(respond=lambda request: (200, {"results": []})) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        partner_search(agent)
+        openai_server.enqueue(
+            reason("partner_search", {"term": "cap"}), reflect(True), answer("No caps, sorry.")
+        )
+        trace = trace_create(
+            agent_id=agent.pk,
+            query="Can I add a cap to order #W1234567?",
+            llm_backend="openai",
+        )
+        async_to_sync(run_execute)(trace_id=str(trace.pk))
+    # the run's own question is what the step reads the value from
+    assert [request.query for request in api.requests] == [{"term": ["cap"], "order": ["1234567"]}]
+    assert trace.steps.get(phase="action").action_input == {"term": "cap", "order": "1234567"}

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from agents.models import Tool, ToolResultCache
 from agents.prompts import canonical_json
@@ -295,6 +296,59 @@ def test_call_tool_naming_a_tool_the_agent_may_not_call_fails(
 
     assert not passed
     assert detail.startswith("TOOL_NOT_ALLOWED: tool 'drop_tables' is not on this agent's")
+
+
+def test_call_tool_with_no_recorded_argument_sends_an_empty_value_like_the_runtime(
+    failed_trace: Any, product: Product, settings: Any
+) -> None:
+    # a recorded call without arguments: "$arg" becomes "", as in the runtime's handler
+    settings.LLM_SIM_ERROR_RATES = {}
+    facts = _facts(
+        failed_trace,
+        tool="check_inventory",
+        action_input={},
+        status_code=404,
+        error_type="RESOURCE_NOT_FOUND",
+    )
+
+    passed, detail = _replay("error_handler", search_for_sku(), facts)
+
+    # ... which the other tool's schema refuses, as it would have in the run
+    assert not passed
+    assert detail == "SCHEMA_VIOLATION: validator=minLength path=query: '' is too short"
+
+
+def test_a_replay_says_which_step_it_replays_while_its_first_call_is_out(
+    failed_trace: Any, order: Order, settings: Any
+) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def respond(request: ApiRequest) -> tuple[Any, ...]:
+        try:  # the Job as a person watching the jobs page sees it, mid-replay
+            seen.append(Job.objects.values_list("status", "message").get(kind=Job.Kind.REPLAY))
+        finally:
+            connection.close()
+        return 404, {"error": "RESOURCE_NOT_FOUND"}
+
+    with RecordingAPI(respond=respond) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        facts = _facts(
+            failed_trace,
+            action_input={"order_id": order.order_id},
+            status_code=404,
+            error_type="RESOURCE_NOT_FOUND",
+        )
+        passed, _ = _replay(
+            "error_handler",
+            {"tool": "get_order", "on": "RESOURCE_NOT_FOUND", "action": "retry_once"},
+            facts,
+        )
+
+    assert not passed
+    assert seen[0] == (
+        "running",
+        f"replaying step {facts.step_number} of run {facts.trace_id}",
+    )
 
 
 def test_an_error_handler_with_an_unknown_action_cannot_be_replayed(

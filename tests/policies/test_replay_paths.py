@@ -13,12 +13,14 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from agents.models import Tool, ToolResultCache
+from agents.repairs import RepairContext
 from agents.runtime import call_signature
 from policies.reflexion import FailureFacts, Proposal, failures_of_trace
 from policies.replay import (
     RANDOM_FAULT_PAIRS,
     _paired_replay,
     _regression_replay,
+    _repair_context_at,
     _strategy_replay,
     strategy_replay,
 )
@@ -596,3 +598,9 @@ def test_a_prompt_hint_whose_replayed_run_meets_its_error_again_fails(
     assert detail.endswith(", RESOURCE_NOT_FOUND again")
     assert replay.steps.filter(error_type="RESOURCE_NOT_FOUND").exists()
     assert api.requests
+
+
+def test_the_context_of_a_run_deleted_since_it_failed_is_empty(db: None) -> None:
+    # retention may delete a run between its failure and the replay: nothing is made up
+    gone = "0b7e1f3a-9c2d-4e5f-8a6b-1c2d3e4f5a6b"
+    assert _repair_context_at(gone, 3) == RepairContext(query="", customer_id="", facts=())
