@@ -98,6 +98,19 @@ def test_happy_path_walks_every_phase_and_finishes(agent: Any, openai_server: An
     assert CALLS == [{"n": 7}]
 
 
+def test_the_reflection_is_asked_to_compare_the_observation_with_the_stated_expectation(
+    agent: Any, openai_server: Any
+) -> None:
+    openai_server.enqueue(
+        reason("echo_counter", {"n": 7}, expectation="the number seven, echoed"),
+        reflect(True),
+        answer("The tool echoed 7."),
+    )
+    run_query(agent, "Echo seven please")
+    reflection_prompt = openai_server.requests[1].json["messages"][-1]["content"]
+    assert "Expectation: the number seven, echoed\n" in reflection_prompt
+
+
 def test_the_reasoning_request_constrains_the_action_to_the_agent_s_tools(
     agent: Any, openai_server: Any
 ) -> None:
