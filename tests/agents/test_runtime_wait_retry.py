@@ -99,6 +99,34 @@ def test_a_wait_longer_than_the_run_time_budget_allows_is_not_taken(
     assert trace.status != Trace.Status.RUNNING
 
 
+def test_a_wait_that_leaves_no_time_to_answer_after_it_is_not_taken(
+    agent: Any, openai_server: Any, settings: Any
+) -> None:
+    # 16 s fit in the run's 20 s, but not with the margin an answer needs after the wait
+    # (runtime.RETRY_ANSWER_MARGIN_S, 5 s)
+    settings.AGENT_RUN_SOFT_TIME_LIMIT = 20
+    _handler(max_retries=1, max_wait_s=60)
+    api = BusyThenFine(retry_after="16")
+
+    trace = _run(agent, openai_server, settings, api)
+
+    assert len(api.arrived) == 1
+    assert _handled(trace).details["gave_up"] == "run_time_budget"
+
+
+def test_a_wait_exactly_at_the_handlers_cap_is_taken(
+    agent: Any, openai_server: Any, settings: Any
+) -> None:
+    _handler(max_retries=1, max_wait_s=1)
+    api = BusyThenFine(retry_after="1")
+
+    trace = _run(agent, openai_server, settings, api)
+
+    assert len(api.arrived) == 2
+    assert _handled(trace).details["waited_s"] == 1.0
+    assert trace.status == Trace.Status.FINISHED
+
+
 def test_a_wait_over_the_handlers_cap_is_not_taken(
     agent: Any, openai_server: Any, settings: Any
 ) -> None:
