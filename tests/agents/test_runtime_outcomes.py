@@ -169,13 +169,16 @@ def test_could_not_look_up_after_failed_calls_is_a_failure_without_internal_code
         answer(reply),
     )
     # when
-    trace, _ = run_query(agent, "Where is my order #W1001549?")
+    trace, outcome = run_query(agent, "Where is my order #W1001549?")
     # then the run is a failure with the lookup's error type, not a success
     assert (trace.status, trace.outcome, trace.error_type) == (
         Trace.Status.FAILED,
         Outcome.FAILED,
         "INTERNAL_SERVER_ERROR",
     )
+    # ... as the runtime itself reports it to its caller (the status its final step recorded)
+    assert outcome is not None
+    assert (outcome.status, outcome.outcome) == (Trace.Status.FAILED, Outcome.FAILED)
     # and the customer reads the honest answer without the code, which stays on the step
     assert trace.final_answer == (
         "Sorry, I could not look up order #W1001549 right now: the service failed twice. "
