@@ -217,6 +217,27 @@ def test_redirect_inside_the_allow_list_is_followed(settings: Any) -> None:
     assert [request.url.path for request in seen] == ["/api/orders/1", "/api/orders/2"]
 
 
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (200, ExecutorCode.OK),
+        (204, ExecutorCode.OK),
+        (299, ExecutorCode.OK),
+        (300, ExecutorCode.HTTP_ERROR),  # Multiple Choices, no Location: nothing to follow
+        (304, ExecutorCode.HTTP_ERROR),
+        (199, ExecutorCode.HTTP_ERROR),
+    ],
+)
+def test_only_a_2xx_answer_is_a_successful_call(settings: Any, status: int, code: str) -> None:
+    settings.TOOL_ENDPOINT_ALLOWLIST = [PUBLIC_API]
+    result, _ = execute_with_transport(
+        snapshot(endpoint_template=PUBLIC_API + "/orders/{order_id}"),
+        {"order_id": "1"},
+        lambda request: httpx.Response(status, json={"status": status}),
+    )
+    assert (result.code, result.ok, result.status_code) == (code, code == ExecutorCode.OK, status)
+
+
 def test_a_post_repeated_with_its_idempotency_key_runs_once(
     live_sandbox: str, small_shop: Any
 ) -> None:
