@@ -82,9 +82,20 @@ async def _wait_retry_replay(
     checked = executor.validate(tool, arguments)
     if isinstance(checked, ValidationFailure):
         return False, f"{checked.code}: {checked.detail}"
-    result = await executor.execute(checked)
+    first = await executor.execute(checked)
+    result, notes = await _waited_retries(executor, checked, first, branch)
+    shown = ", ".join([str(first.status_code or first.code), *notes])
+    return result.ok, f"{tool} {canonical_json(arguments)} -> {shown}"
+
+
+async def _waited_retries(
+    executor: ToolExecutor, checked: ValidatedCall, result: ToolCallResult, branch: dict[str, Any]
+) -> tuple[ToolCallResult, list[str]]:
+    """After ``result``, the calls the runtime's wait_retry handler would make: on a 429 or
+    503, wait what the API asks (at most the branch's cap and REPLAY_MAX_WAIT_S) and call
+    again, up to its retries. The last result, and a note on each retry."""
     cap = min(float(branch.get("max_wait_s", 30.0)), REPLAY_MAX_WAIT_S)
-    notes = [str(result.status_code or result.code)]
+    notes: list[str] = []
     for attempt in range(int(branch.get("max_retries", 1))):
         if result.ok or result.status_code not in (429, 503):
             break
@@ -95,7 +106,7 @@ async def _wait_retry_replay(
         await asyncio.sleep(wait)  # the wait the API asked for, bounded by the cap
         result = await executor.execute(checked)
         notes.append(f"after {wait:g} s: {result.status_code or result.code}")
-    return result.ok, f"{tool} {canonical_json(arguments)} -> " + ", ".join(notes)
+    return result, notes
 
 
 async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
@@ -383,16 +394,8 @@ async def _handler_act(
             return False
         return (await executor.execute(retry)).ok
     if action == "wait_retry":
-        cap = min(float(branch.get("max_wait_s", 30.0)), REPLAY_MAX_WAIT_S)
-        for attempt in range(int(branch.get("max_retries", 1))):
-            if result.ok or result.status_code not in (429, 503):
-                break
-            wait = result.retry_after_s if result.retry_after_s is not None else 2.0**attempt
-            if wait > cap:
-                break
-            await asyncio.sleep(wait)  # the wait the API asked for, bounded by the cap
-            result = await executor.execute(checked)
-        return result.ok
+        retried, _ = await _waited_retries(executor, checked, result, branch)
+        return retried.ok
     if action == "call_tool":
         first = next(iter(checked.arguments.values()), "")
         other = executor.validate(branch["call"], substitute(branch["input"], first))

@@ -505,6 +505,25 @@ def test_a_changed_call_refused_while_the_bare_one_meets_a_random_fault_is_incon
     )
 
 
+def test_a_good_call_the_upstream_cannot_be_reached_for_is_inconclusive(
+    failed_trace: Any, agent: Any, settings: Any
+) -> None:
+    # a refused connection is a random fault like a 5xx: it says nothing of the strategy
+    _good_call(agent, "get_order", {"order_id": "#W1000002"})
+    with RecordingAPI() as api:
+        gone = api.base_url
+    settings.SANDBOX_BASE_URL = gone
+    branch = {"tool": "get_order", "field": "order_id", "transform": "digits_to_int"}
+
+    passed, detail = _regression(_proposal("adapter", branch), _facts(failed_trace))
+
+    assert (passed, detail) == (
+        True,
+        "1 recent good call of get_order passes with the strategy (0 changed and replayed, "
+        "0 left as they were, 1 inconclusive (random faults))",
+    )
+
+
 def test_good_calls_of_a_suspended_tool_are_not_counted(
     failed_trace: Any, agent: Any, settings: Any
 ) -> None:
