@@ -143,9 +143,10 @@ PUBLIC_API = "http://93.184.216.34/api"
 
 
 def execute_with_transport(
-    tool: ToolSnapshot, arguments: dict[str, Any], handler: Any, idempotency_key: str = ""
+    tool: ToolSnapshot, arguments: dict[str, Any], handler: Any, idempotency_key: str | None = None
 ) -> tuple[Any, list[httpx.Request]]:
-    """Run one call through a mock transport; the public IP literal needs no DNS lookup."""
+    """Run one call through a mock transport; the public IP literal needs no DNS lookup.
+    ``idempotency_key=None``: the call is made without one, as a replay makes it."""
     seen: list[httpx.Request] = []
 
     def record(request: httpx.Request) -> httpx.Response:
@@ -162,10 +163,10 @@ def execute_with_transport(
                 max_response_bytes=256 * 1024,
                 max_redirects=3,
             )
-            return await executor.execute(
-                ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[]),
-                idempotency_key=idempotency_key,
-            )
+            call = ValidatedCall(tool=tool, arguments=arguments, adapters_fired=[])
+            if idempotency_key is None:
+                return await executor.execute(call)
+            return await executor.execute(call, idempotency_key=idempotency_key)
 
     return async_to_sync(go)(), seen
 
@@ -274,3 +275,14 @@ def test_the_idempotency_key_goes_with_methods_that_change_something(
         idempotency_key="k",
     )
     assert seen[0].headers.get("Idempotency-Key") == ("k" if sent else None)
+
+
+def test_a_post_made_without_a_key_sends_none(settings: Any) -> None:
+    # a replay's calls carry no run's key: the API must not dedupe them against each other
+    settings.TOOL_ENDPOINT_ALLOWLIST = [PUBLIC_API]
+    _, seen = execute_with_transport(
+        snapshot(endpoint_template=PUBLIC_API + "/orders/{order_id}", method="POST"),
+        {"order_id": "1"},
+        lambda request: httpx.Response(201, json={}),
+    )
+    assert "Idempotency-Key" not in seen[0].headers
