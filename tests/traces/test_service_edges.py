@@ -17,6 +17,7 @@ from traces.services import (
     job_start,
     query_hash,
     trace_create,
+    trace_feedback_record,
     trace_finish,
     trace_mark_running,
 )
@@ -34,6 +35,35 @@ def test_an_ended_run_is_not_marked_running_again(support_agent: Any, status: st
 
     trace.refresh_from_db()
     assert trace.status == status and trace.attempts == 1
+
+
+def test_a_redelivered_run_counts_its_attempts_and_keeps_its_first_start(
+    support_agent: Any,
+) -> None:
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    assert trace_mark_running(trace_id=str(trace.pk)) is True
+    trace.refresh_from_db()
+    first_start = trace.started_at
+    assert first_start is not None and trace.attempts == 1
+
+    assert trace_mark_running(trace_id=str(trace.pk)) is True
+
+    trace.refresh_from_db()
+    assert (trace.attempts, trace.started_at) == (2, first_start)
+
+
+def test_a_feedback_comment_is_kept_to_its_first_2000_characters(support_agent: Any) -> None:
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(username="rater", password="pw-rater-123")
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+
+    feedback, _ = trace_feedback_record(
+        trace_id=str(trace.pk), user_id=user.pk, rating="down", comment="a" * 1999 + "bc" * 500
+    )
+
+    feedback.refresh_from_db()
+    assert feedback.comment == "a" * 1999 + "b"
 
 
 def test_progress_may_correct_the_total_but_not_below_zero() -> None:
