@@ -17,7 +17,7 @@ import re
 import uuid
 import zlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -35,7 +35,12 @@ from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_ru
 from traces.models import ErrorRule, ErrorType, Step, Trace
 from traces.recorder import step_data_redact
 from traces.redaction import redact_text
-from traces.rollups import rollups_record, rollups_record_runs, rollups_record_steps
+from traces.rollups import (
+    RollupAccumulator,
+    rollups_record_runs,
+    rollups_record_steps,
+    trace_dims,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -608,27 +613,41 @@ def _new_traces_store(
     rules: list[CompiledRule],
     result: IngestResult,
 ) -> list[str]:
-    """Store traces no request has started: settled from their spans, with no reads."""
+    """Store traces no request has started: settled from their spans, with no reads.
+
+    The Step rows are streamed into their ``COPY`` trace by trace, as they are mapped, so
+    that the database stores one trace's steps while this process maps the next; the Trace
+    rows, settled from their steps, follow. (Django's foreign keys are deferred to the
+    commit, so the steps may go first.) The rollups are counted in the same pass."""
     now = timezone.now()
     traces: list[Trace] = []
-    steps: list[Step] = []
     ended: list[tuple[Trace, int, int]] = []
-    for hex_id, group in groups.items():
-        trace = _trace_new(hex_id, group, agent_id=agent_of[_agent_name(group)], user_id=user_id)
-        trace.created_at = now
-        fresh = list({_span_key(s): s for s in group}.values())  # a span sent twice
-        result.duplicates += len(group) - len(fresh)
-        own = _steps_new(trace, fresh, number=0, failed_before=False, rules=rules)
-        root = next((s for s in fresh if _is_root(s)), None)
-        totals = _totals_of(own)
-        if _trace_settle(trace, root, totals):
-            ended.append((trace, totals["failed"], totals["action_steps"]))
-        traces.append(trace)
-        steps += own
+    rollups = RollupAccumulator()
+
+    def steps_mapped() -> Iterator[Step]:
+        for hex_id, group in groups.items():
+            trace = _trace_new(
+                hex_id, group, agent_id=agent_of[_agent_name(group)], user_id=user_id
+            )
+            trace.created_at = now
+            fresh = list({_span_key(s): s for s in group}.values())  # a span sent twice
+            result.duplicates += len(group) - len(fresh)
+            own = _steps_new(trace, fresh, number=0, failed_before=False, rules=rules)
+            root = next((s for s in fresh if _is_root(s)), None)
+            totals = _totals_of(own)
+            if _trace_settle(trace, root, totals):
+                ended.append((trace, totals["failed"], totals["action_steps"]))
+            traces.append(trace)
+            dims = trace_dims(trace)
+            for step in own:
+                rollups.add_step_row(step, dims)
+            result.accepted += len(own)
+            yield from own
+
+    rows_copy(Step, steps_mapped())
     rows_copy(Trace, traces)
-    rows_copy(Step, steps)
-    rollups_record(steps=steps, traces=traces, runs=ended)
-    result.accepted += len(steps)
+    rollups.add_runs(ended)
+    rollups.save()
     return [str(trace.pk) for trace, _, _ in ended]
 
 

@@ -157,6 +157,39 @@ class RollupAccumulator:
         _add(self.step_hourly, (hour, *tail), counts)
         _add(self.step_daily, (day_of(hour), *tail), counts)
 
+    def add_step_row(self, step: Step, dims: TraceDims) -> None:
+        """Count one freshly inserted step of a trace with dimensions ``dims``."""
+        self.add_step(
+            created_at=step.created_at,
+            dims=dims,
+            tool_name=step.tool_name,
+            endpoint=step.endpoint,
+            error_type=step.error_type,
+            ok=step.ok,
+            phase=step.phase,
+            action_type=step.action_type,
+            latency_ms=step.latency_ms,
+            tokens=step.prompt_tokens + step.completion_tokens,
+            cost_usd=Decimal(step.cost_usd),
+        )
+
+    def add_runs(self, runs: Iterable[tuple[Trace, int, int]]) -> None:
+        """Count runs that just ended, as (trace, failed steps, action steps)."""
+        for trace, failed_steps, action_steps in runs:
+            assert trace.finished_at is not None
+            self.add_run(
+                finished_at=trace.finished_at,
+                created_at=trace.created_at,
+                dims=trace_dims(trace),
+                status=trace.status,
+                outcome=trace.outcome,
+                error_type=trace.error_type,
+                failed_steps=failed_steps,
+                action_steps=action_steps,
+                tokens=trace.total_tokens,
+                cost_usd=Decimal(trace.total_cost_usd),
+            )
+
     def add_run(
         self,
         *,
@@ -285,6 +318,11 @@ def _upserts(model: Any, rows: dict[RollupKey, Counters]) -> list[tuple[str, lis
     return statements
 
 
+def trace_dims(trace: Trace) -> TraceDims:
+    """The rollup dimensions of a trace in hand."""
+    return _trace_dims(trace.origin, trace.agent_id, trace.policy_version, trace.policy_bucket)
+
+
 def _trace_dims(origin: str, agent_id: int, version: str, bucket: int | None) -> TraceDims:
     return TraceDims(
         origin=origin, agent_id=agent_id, policy_version=version, bucket_band=bucket_band(bucket)
@@ -362,41 +400,11 @@ def rollups_record(
     steps = list(steps)
     if steps:
         # The recorder hands trace ids as strings, the ORM as UUIDs.
-        known = {
-            str(t.pk): _trace_dims(t.origin, t.agent_id, t.policy_version, t.policy_bucket)
-            for t in traces
-        }
+        known = {str(t.pk): trace_dims(t) for t in traces}
         dims = known | _dims_of({str(step.trace_id) for step in steps} - known.keys())
         for step in steps:
-            acc.add_step(
-                created_at=step.created_at,
-                dims=dims[str(step.trace_id)],
-                tool_name=step.tool_name,
-                endpoint=step.endpoint,
-                error_type=step.error_type,
-                ok=step.ok,
-                phase=step.phase,
-                action_type=step.action_type,
-                latency_ms=step.latency_ms,
-                tokens=step.prompt_tokens + step.completion_tokens,
-                cost_usd=Decimal(step.cost_usd),
-            )
-    for trace, failed_steps, action_steps in runs:
-        assert trace.finished_at is not None
-        acc.add_run(
-            finished_at=trace.finished_at,
-            created_at=trace.created_at,
-            dims=_trace_dims(
-                trace.origin, trace.agent_id, trace.policy_version, trace.policy_bucket
-            ),
-            status=trace.status,
-            outcome=trace.outcome,
-            error_type=trace.error_type,
-            failed_steps=failed_steps,
-            action_steps=action_steps,
-            tokens=trace.total_tokens,
-            cost_usd=Decimal(trace.total_cost_usd),
-        )
+            acc.add_step_row(step, dims[str(step.trace_id)])
+    acc.add_runs(runs)
     acc.save()
 
 
@@ -405,7 +413,7 @@ def rollups_record_handover(*, trace: Trace) -> None:
     handover in the run's own hour and day. Call once per trace, in the transaction that
     records the takeover; a run that ended handed over is already counted by its end."""
     assert trace.finished_at is not None
-    dims = _trace_dims(trace.origin, trace.agent_id, trace.policy_version, trace.policy_bucket)
+    dims = trace_dims(trace)
     tail = (dims.origin, dims.agent_id, dims.policy_version, dims.bucket_band, trace.error_type)
     counts = (0, 0, 0, 0, 0, 1, 0, Decimal(0))
     acc = RollupAccumulator()
