@@ -149,7 +149,6 @@ def strategy_edit_replay(*, strategy: Strategy, edit: StrategyEdit) -> tuple[boo
                     root_cause=edit.root_cause,
                     strategy_update=edit.strategy_update,
                     origin="human",
-                    cited_trace_ids=[facts.trace_id],
                 )
                 passed, detail = strategy_replay(proposal=proposal, facts=facts)
                 return passed, redact_text(detail)

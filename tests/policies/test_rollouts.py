@@ -395,6 +395,9 @@ def test_publishing_is_audited_with_how_it_was_published(
     assert list(
         AuditLog.objects.filter(action="strategy.activate").values_list("details", flat=True)
     ) == [{"version": stable.number}]
+    # The version says which strategy made it, in its note.
+    (published,) = stable.strategies.all()
+    assert stable.note == f"{published.label}: {published.strategy_update}"[:200]
 
     strategy = make_strategy(status=Strategy.Status.IN_REVIEW)
     strategy_activate(strategy=strategy, actor=ops_user, author_kind="reviewer")
@@ -402,6 +405,16 @@ def test_publishing_is_audited_with_how_it_was_published(
     approved = AuditLog.objects.get(action="strategy.approve")
     assert (approved.target, approved.actor) == (strategy.label, ops_user)
     assert approved.details == {"author_kind": "reviewer", "publish": "canary"}
+
+
+def test_a_version_note_is_cut_to_its_column(make_strategy: Any) -> None:
+    strategy = make_strategy(status=Strategy.Status.IN_REVIEW, strategy_update="x" * 240)
+
+    version = strategy_activate(strategy=strategy, author_kind="reviewer", at_once=True)
+
+    assert version is not None
+    assert version.note == f"{strategy.label}: {'x' * 240}"[:200]
+    assert len(version.note) == 200
 
 
 def test_a_new_version_leaves_out_the_members_deprecated_or_rejected_since(
