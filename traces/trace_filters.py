@@ -115,6 +115,11 @@ class TraceListFilters:
             if until:
                 qs = qs.filter(created_at__lt=until)
             return qs
+        if self.step_error:
+            # Only a failed step carries an error type (the runtime and the ingest classify
+            # failures only), and a run that has ended stores how many it had: an ended run
+            # without one is passed over without probing its steps.
+            qs = qs.filter(Q(failed_steps__gt=0) | Q(finished_at__isnull=True))
         step = Q(trace=OuterRef("pk"))
         if self.step_error == ANY_ERROR:
             step &= ~Q(error_type="")

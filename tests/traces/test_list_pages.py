@@ -136,6 +136,30 @@ def test_each_trace_list_filter_still_filters(
     assert {t.query.split()[0] for t in response.context["page"]} == expected
 
 
+@pytest.mark.parametrize("step_error", ["RATE_LIMITED", "any"])
+def test_the_step_error_filter_finds_ended_and_running_runs_alike(
+    support_agent: Any, ops_user: Any, client: Any, step_error: str
+) -> None:
+    """The filter passes over ended runs that stored no failed step; a run that failed
+    once, and a running one (nothing stored yet), are probed and found."""
+    once = trace_create(agent_id=support_agent.pk, query="once", llm_backend="simulated")
+    _step(once, 1, ok=False, error_type="RATE_LIMITED")
+    _step(once, 2)
+    trace_finish(trace_id=str(once.pk), status="finished", final_answer="ok", error_type="")
+    running = trace_create(agent_id=support_agent.pk, query="running", llm_backend="simulated")
+    _step(running, 1, ok=False, error_type="RATE_LIMITED")
+    clean = trace_create(agent_id=support_agent.pk, query="clean", llm_backend="simulated")
+    _step(clean, 1)
+    trace_finish(trace_id=str(clean.pk), status="finished", final_answer="ok", error_type="")
+    assert Trace.objects.get(pk=once.pk).failed_steps == 1
+
+    client.force_login(ops_user)
+    response = client.get("/traces/", {"step_error": step_error})
+
+    assert response.status_code == 200
+    assert {t.query for t in response.context["page"]} == {"once", "running"}
+
+
 def test_the_support_user_lists_only_their_own_traces(
     support_agent: Any, support_user: Any, ops_user: Any, client: Any
 ) -> None:
