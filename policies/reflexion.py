@@ -280,13 +280,18 @@ def analyze_name_for_id(facts: FailureFacts) -> Proposal | None:
 _SCHEMA_ISSUE = re.compile(r"validator=(\w+) path=([A-Za-z_][\w\-]{0,63})\b")
 # Recent API errors of a tool read for what the API wants now.
 MAX_API_ERROR_STEPS = 20
+# How much of a value value_pattern reads.
+MAX_PATTERN_SOURCE = 200
 
 
 def value_pattern(value: str) -> str:
     """An anchored regex of a value's shape: ``1234567`` -> ``^\\d{7}$``, ``ord-12`` ->
-    ``^[a-z]+\\-\\d{2}$``."""
+    ``^[a-z]+\\-\\d{2}$``. Only the first MAX_PATTERN_SOURCE characters are read (the
+    value is model output, unbounded); past them the pattern leaves the end open, so that
+    the value it was read from still matches it."""
+    head = value[:MAX_PATTERN_SOURCE]
     parts: list[str] = []
-    for run in re.findall(r"\d+|[a-z]+|[A-Z]+|[^A-Za-z0-9]", value[:200]):
+    for run in re.findall(r"\d+|[a-z]+|[A-Z]+|[^A-Za-z0-9]", head):
         if run.isdigit():
             parts.append(rf"\d{{{len(run)}}}")
         elif run.islower():
@@ -295,7 +300,7 @@ def value_pattern(value: str) -> str:
             parts.append("[A-Z]+")
         else:
             parts.append(re.escape(run))
-    return "^" + "".join(parts) + "$"
+    return "^" + "".join(parts) + ("$" if len(value) <= MAX_PATTERN_SOURCE else "")
 
 
 def _api_hints(facts: FailureFacts, argument: str) -> list[ErrorHints]:

@@ -5,6 +5,7 @@ prompts) with the amended schema."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -92,8 +93,19 @@ def api_said_no_prefix(support_agent: Any) -> None:
 def test_value_pattern() -> None:
     assert value_pattern("1234567") == r"^\d{7}$"
     assert value_pattern("ord-12") == r"^[a-z]+\-\d{2}$"
-    # Only the first 200 characters shape the pattern: model output is unbounded.
-    assert value_pattern("1" * 200 + "abc") == r"^\d{200}$"
+    assert value_pattern("1" * 200) == r"^\d{200}$"
+
+
+@pytest.mark.parametrize("value", ["1" * 200 + "abc", "1" * 5000, "ab-" * 100])
+def test_a_long_value_shapes_its_pattern_by_its_head_and_still_matches_it(value: str) -> None:
+    """Only the first 200 characters shape the pattern (model output is unbounded); the
+    pattern then leaves its end open, so the value the API accepted is not refused by the
+    rule learnt from it."""
+    pattern = value_pattern(value)
+
+    assert re.match(pattern, value) is not None
+    assert not pattern.endswith("$")
+    assert value_pattern(value) == value_pattern(value[:200])[:-1]
 
 
 def test_a_value_the_api_wants_but_the_schema_refuses_amends_the_schema(
