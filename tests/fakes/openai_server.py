@@ -13,6 +13,8 @@ takes the next planned step. A step is a tuple:
   token back, as many OpenAI-compatible proxies do on a 401.
 
 With the script empty the server answers 500 saying so. Every request is recorded.
+A message whose ``role`` the Chat Completions API does not know is refused before the
+script is consulted, as the real API refuses it (400, ``messages[i].role``).
 
 ``flavour`` imitates how a server family treats structured-output requests (before the
 script is consulted, and without using it):
@@ -57,6 +59,8 @@ from typing import Any
 import pytest
 
 COMPLETION_PATHS = ("/v1/chat/completions", "/chat/completions")
+# The roles the Chat Completions API accepts in ``messages``.
+MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5}
 ERROR_TYPES = {
     400: ("invalid_request_error", "invalid_request"),
@@ -290,6 +294,20 @@ def _request_is_probe(request: Any) -> bool:
     return "colour" in text and '\\"blue\\"' in text
 
 
+def _unknown_role(request: Any) -> str:
+    """The API's refusal of the first message with a role it does not know, or ""."""
+    messages = request.get("messages") if isinstance(request, dict) else None
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in MESSAGE_ROLES:
+            supported = ", ".join(repr(r) for r in MESSAGE_ROLES)
+            return (
+                f"Invalid value: {role!r}. Supported values are: {supported}. "
+                f"(param: messages[{index}].role)"
+            )
+    return ""
+
+
 def error_body(status: int, message: str) -> bytes:
     """An OpenAI-style error body."""
     error_type, code = ERROR_TYPES.get(status, ("server_error", "server_error"))
@@ -320,6 +338,10 @@ def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             )
             if path not in COMPLETION_PATHS:
                 self._send(404, error_body(404, f"Unknown path {path}"))
+                return
+            refused = _unknown_role(parsed)
+            if refused:
+                self._send(400, error_body(400, refused))
                 return
             verdict, detail = server.structured_verdict(parsed)
             if verdict == "reject":

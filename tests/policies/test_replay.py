@@ -19,10 +19,14 @@ import pytest
 from django.db import connection
 
 from agents.models import Tool, ToolResultCache
+from agents.policy_runtime import schema_amend
 from agents.prompts import canonical_json
 from agents.runtime import call_signature
+from policies.branches import branch_signature
+from policies.documents import policy_version_create
+from policies.models import Policy, Strategy
 from policies.reflexion import FailureFacts, Proposal, failures_of_trace
-from policies.replay import RANDOM_FAULT_PAIRS, replay_stages, strategy_replay
+from policies.replay import RANDOM_FAULT_PAIRS, _policy_with, replay_stages, strategy_replay
 from sandbox.models import Order, Product
 from sandbox.services import faultrule_set
 from tests.branches import search_for_sku, sku_lookup
@@ -751,3 +755,48 @@ def test_a_random_fault_is_replayed_with_the_arguments_the_call_sent(
     assert passed, detail
     assert f'paired replays of get_order {{"order_id": {digits}}}: 6 of 6 calls' in detail
     assert detail.endswith(": finished (answered_from_data)")
+
+
+LIVE_RULE = {"type": "string", "pattern": "^A-\\d+$"}
+CANDIDATE_RULE = {"type": "string", "pattern": "^B-\\d+$"}
+
+
+def test_the_candidates_amendment_wins_over_an_active_one_of_the_same_version(db: None) -> None:
+    """A replay runs the policy a run would get plus the candidate. Where both amend the
+    same property at the same version, the candidate's rule is the one a call is checked
+    against: the replay tests the candidate, not what is live already."""
+    live_branch = {"tool": "get_order", "amend": {"order_id": LIVE_RULE}, "version": 1}
+    policy, _ = Policy.objects.get_or_create(intent="", tool_name="get_order")
+    live = Strategy.objects.create(
+        policy=policy,
+        kind="validation_rule",
+        tool_name="get_order",
+        root_cause="the API changed its order ids",
+        strategy_update="check order ids against the new form",
+        branch=live_branch,
+        signature=branch_signature("validation_rule", live_branch),
+        status=Strategy.Status.ACTIVE,
+        origin="human",
+    )
+    policy_version_create(strategies=[live], author_kind="initial")
+    candidate = {"tool": "get_order", "amend": {"order_id": CANDIDATE_RULE}, "version": 1}
+    facts = FailureFacts(
+        trace_id="t",
+        query="q",
+        agent_id=0,
+        step_number=1,
+        tool="get_order",
+        action_input={"order_id": "B-1"},
+        endpoint="",
+        status_code=None,
+        error_type="VALIDATION_ERROR",
+        response_summary="",
+        error_detail="",
+    )
+
+    replayed = _policy_with(_proposal("validation_rule", candidate), facts)
+
+    amendments = replayed.schema_amendments["get_order"]
+    assert len(amendments) == 2
+    schema = schema_amend({"type": "object", "properties": {}}, amendments)
+    assert schema["properties"]["order_id"] == CANDIDATE_RULE

@@ -564,3 +564,39 @@ def test_the_regression_replay_sends_a_renamed_argument_where_the_adapter_moved_
         "1 recent good call of partner_search passes with the strategy "
         "(1 changed and replayed, 0 left as they were)"
     )
+
+
+def test_the_replay_of_the_failed_call_sends_a_renamed_argument_where_the_tool_had_it(
+    failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
+) -> None:
+    """The replay of the failed call applies an adapter as the runtime does: a renamed
+    argument keeps the location the tool declares for the one it replaces."""
+    from agents.models import Tool
+    from policies.replay import _replay_tool_call
+
+    settings.LLM_SIM_ERROR_RATES = {}
+    with RecordingAPI(respond=transitional_search_api) as api:
+        settings.SANDBOX_BASE_URL = api.base_url
+        tool = Tool.objects.create(
+            name="partner_search",
+            description="Search the partner catalogue by a free-text term.",
+            params_schema={"type": "object", "properties": {"term": {"type": "string"}}},
+            endpoint_template="{sandbox}/search",
+            method="GET",
+            param_locations={"term": "query"},
+            source=Tool.Source.IMPORT,
+        )
+        tool.allowed_agents.add(support_agent)
+        facts = _facts(
+            failed_trace,
+            tool="partner_search",
+            action_input={"term": "scarf"},
+            status_code=400,
+            error_type="MISSING_REQUIRED_FIELD",
+        )
+        rename = {"tool": "partner_search", "steps": [{"op": "rename", "from": "term", "to": "q"}]}
+
+        passed, detail = async_to_sync(_replay_tool_call)(_proposal("adapter", rename), facts)
+
+    assert [request.query for request in api.requests] == [{"q": ["scarf"]}]
+    assert passed, detail

@@ -219,6 +219,33 @@ def test_client_errors_fail_at_once_without_retry(
     assert API_KEY not in str(error)
 
 
+def test_a_message_role_the_api_does_not_know_is_refused_at_once(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    """The server checks every message's role before it looks at the script, as the API
+    does: the request fails once, with the API's reason, and is not retried."""
+    # Given
+    openai_server.enqueue(("ok", VALID_STEP))
+    sleep = SleepRecorder()
+    messages = [ChatMessage(role="narrator", content="Once upon a time"), MESSAGES[1]]
+
+    # When
+    with pytest.raises(LLMError) as excinfo:
+        asyncio.run(
+            build_llm(openai_server.base_url, sleep=sleep).complete(
+                messages=messages, schema=ReasoningStep, purpose="reasoning"
+            )
+        )
+
+    # Then
+    assert excinfo.value.transient is False
+    assert excinfo.value.status_code == 400
+    assert "messages[0].role" in str(excinfo.value)
+    assert len(openai_server.requests) == 1
+    assert openai_server.remaining == 1
+    assert sleep.delays == []
+
+
 def test_timeout_raises_transient(openai_server: FakeOpenAIServer) -> None:
     # Given
     openai_server.enqueue(("hang", 2.0))
