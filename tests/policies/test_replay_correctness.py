@@ -524,38 +524,52 @@ def transitional_search_api(request: ApiRequest) -> tuple[int, Any]:
     return 200, {"results": [{"name": term.title()}]}
 
 
+RENAME_TERM = {"tool": "partner_search", "steps": [{"op": "rename", "from": "term", "to": "q"}]}
+
+
+def _partner_search(agent: Any) -> Any:
+    """An imported tool: it sends only the arguments its locations list (``term`` in the
+    query string)."""
+    from agents.models import Tool
+
+    tool = Tool.objects.create(
+        name="partner_search",
+        description="Search the partner catalogue by a free-text term.",
+        params_schema={"type": "object", "properties": {"term": {"type": "string"}}},
+        endpoint_template="{sandbox}/search",
+        method="GET",
+        param_locations={"term": "query"},
+        source=Tool.Source.IMPORT,
+    )
+    tool.allowed_agents.add(agent)
+    return tool
+
+
+def _search_failure(failed_trace: Any) -> FailureFacts:
+    """A partner_search call the partner refused: it wants ``q`` now, not ``term``."""
+    return _facts(
+        failed_trace,
+        tool="partner_search",
+        action_input={"term": "scarf"},
+        status_code=400,
+        error_type="MISSING_REQUIRED_FIELD",
+    )
+
+
 def test_the_regression_replay_sends_a_renamed_argument_where_the_adapter_moved_it(
     failed_trace: Any, support_agent: Any, error_rules: Any, settings: Any
 ) -> None:
-    from agents.models import Tool
     from policies.replay import _regression_replay
 
     settings.LLM_SIM_ERROR_RATES = {}
     with RecordingAPI(respond=transitional_search_api) as api:
         settings.SANDBOX_BASE_URL = api.base_url
-        # an imported tool: it sends only the arguments its locations list
-        tool = Tool.objects.create(
-            name="partner_search",
-            description="Search the partner catalogue by a free-text term.",
-            params_schema={"type": "object", "properties": {"term": {"type": "string"}}},
-            endpoint_template="{sandbox}/search",
-            method="GET",
-            param_locations={"term": "query"},
-            source=Tool.Source.IMPORT,
-        )
-        tool.allowed_agents.add(support_agent)
+        _partner_search(support_agent)
         good = failed_trace(tool="partner_search", action_input={"term": "cap"})
         Step.objects.filter(trace=good).update(ok=True, status_code=200, error_type="")
-        facts = _facts(
-            failed_trace,
-            tool="partner_search",
-            action_input={"term": "scarf"},
-            status_code=400,
-            error_type="MISSING_REQUIRED_FIELD",
-        )
-        rename = {"tool": "partner_search", "steps": [{"op": "rename", "from": "term", "to": "q"}]}
+        facts = _search_failure(failed_trace)
 
-        passed, detail = async_to_sync(_regression_replay)(_proposal("adapter", rename), facts)
+        passed, detail = async_to_sync(_regression_replay)(_proposal("adapter", RENAME_TERM), facts)
 
     # the renamed argument kept the query-string location of the one it replaced
     assert [request.query for request in api.requests] == [{"q": ["cap"]}]
@@ -571,32 +585,15 @@ def test_the_replay_of_the_failed_call_sends_a_renamed_argument_where_the_tool_h
 ) -> None:
     """The replay of the failed call applies an adapter as the runtime does: a renamed
     argument keeps the location the tool declares for the one it replaces."""
-    from agents.models import Tool
     from policies.replay import _replay_tool_call
 
     settings.LLM_SIM_ERROR_RATES = {}
     with RecordingAPI(respond=transitional_search_api) as api:
         settings.SANDBOX_BASE_URL = api.base_url
-        tool = Tool.objects.create(
-            name="partner_search",
-            description="Search the partner catalogue by a free-text term.",
-            params_schema={"type": "object", "properties": {"term": {"type": "string"}}},
-            endpoint_template="{sandbox}/search",
-            method="GET",
-            param_locations={"term": "query"},
-            source=Tool.Source.IMPORT,
-        )
-        tool.allowed_agents.add(support_agent)
-        facts = _facts(
-            failed_trace,
-            tool="partner_search",
-            action_input={"term": "scarf"},
-            status_code=400,
-            error_type="MISSING_REQUIRED_FIELD",
-        )
-        rename = {"tool": "partner_search", "steps": [{"op": "rename", "from": "term", "to": "q"}]}
+        _partner_search(support_agent)
+        facts = _search_failure(failed_trace)
 
-        passed, detail = async_to_sync(_replay_tool_call)(_proposal("adapter", rename), facts)
+        passed, detail = async_to_sync(_replay_tool_call)(_proposal("adapter", RENAME_TERM), facts)
 
-    assert [request.query for request in api.requests] == [{"q": ["scarf"]}]
+    assert [request.query for request in api.requests] == [{"q": ["scarf"]}], detail
     assert passed, detail
