@@ -111,7 +111,7 @@ bench-pages: secret-key
 ## PostgreSQL and a Redis database of its own (the production hand-off's queue is purged).
 BENCH_OTLP_REDIS_URL ?= redis://127.0.0.1:6379/15
 bench-otlp: secret-key
-	DATABASE_URL=$(BENCH_PG_DATABASE_URL) REDIS_URL=$(BENCH_OTLP_REDIS_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) -m bench.otlp_ingest --traces 500 --batch 100 --repeats 5
+	DATABASE_URL=$(BENCH_PG_DATABASE_URL) REDIS_URL=$(BENCH_OTLP_REDIS_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) -m bench.otlp_ingest --traces 500 --batch 100 --repeats 15
 
 ## The web app under load: locust, 50 users on loopback against the production shape
 ## (overview, trace list, run creation); PostgreSQL and Redis db 14 of its own.

@@ -149,6 +149,17 @@ def runtime_policy_cache_fresh() -> Iterator[None]:
     experiment_cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def external_agent_ids_fresh() -> Iterator[None]:
+    """OTLP ingest remembers the Agent ids it filed runs under, per process: an id from a
+    test whose rows were rolled back must not reach the next test's ingest."""
+    from agents.external_runs import external_agent_ids_forget
+
+    external_agent_ids_forget()
+    yield
+    external_agent_ids_forget()
+
+
 @pytest.fixture(scope="session")
 def _llm_probe_cache_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("llm-probe") / "llm-structured-output.json"

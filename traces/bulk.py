@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any, TypeVar
@@ -109,7 +110,10 @@ def rows_copy(model: type[Model], objs: Iterable[Model], *, using: str = "defaul
         for f in meta.concrete_fields
         if not (f.primary_key and getattr(f, "db_returning", False))  # serial ids
     ]
-    getters = [(f.attname, _converter(f)) for f in fields]
+    # All the attributes in one C call per row, then the few values that need converting.
+    names = [f.attname for f in fields]
+    row_of = operator.itemgetter(*names) if len(names) > 1 else lambda values: (values[names[0]],)
+    conversions = [(i, c) for i, c in enumerate(map(_converter, fields)) if c is not None]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     sql = f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
     # The raw psycopg cursor: wrap its errors as Django's (IntegrityError and the rest).
@@ -119,10 +123,7 @@ def rows_copy(model: type[Model], objs: Iterable[Model], *, using: str = "defaul
         cursor.cursor.copy(sql) as copy,
     ):
         for obj in itertools.chain((first,), objs):
-            values = obj.__dict__
-            copy.write_row(
-                [
-                    values[name] if convert is None else convert(values[name])
-                    for name, convert in getters
-                ]
-            )
+            row = list(row_of(obj.__dict__))
+            for index, convert in conversions:
+                row[index] = convert(row[index])
+            copy.write_row(row)

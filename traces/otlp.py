@@ -17,12 +17,12 @@ import re
 import uuid
 import zlib
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import partial
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connection, transaction
@@ -34,7 +34,7 @@ from traces.bulk import model_new, rows_copy
 from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_rules_load
 from traces.models import ErrorRule, ErrorType, Step, Trace
 from traces.recorder import step_data_redact
-from traces.redaction import redact_text
+from traces.redaction import known_secrets, redact_text
 from traces.rollups import (
     RollupAccumulator,
     rollups_record_runs,
@@ -79,6 +79,7 @@ _EXECUTOR_CODES = {
 }
 
 
+_NO_COST = Decimal(0)  # ingested runs carry no price; a Decimal is immutable, so one will do
 _FORMAT = re.compile(r"format|pars|json|schema|validation", re.IGNORECASE)
 
 
@@ -101,14 +102,13 @@ class SpanIn:
     attributes: dict[str, Any]
     exception: str = ""
     resource: dict[str, Any] = field(default_factory=dict)
+    # Read many times per span while it is mapped: worked out once, from the attributes.
+    operation: str = field(init=False)
+    failed: bool = field(init=False)
 
-    @property
-    def operation(self) -> str:
-        return str(self.attributes.get("gen_ai.operation.name") or "")
-
-    @property
-    def failed(self) -> bool:
-        return self.status_code == STATUS_ERROR or bool(self.attributes.get("error.type"))
+    def __post_init__(self) -> None:
+        self.operation = str(self.attributes.get("gen_ai.operation.name") or "")
+        self.failed = self.status_code == STATUS_ERROR or bool(self.attributes.get("error.type"))
 
 
 @dataclass
@@ -163,7 +163,18 @@ def _any_value(value: Any) -> Any:
 
 
 def _attributes(pairs: Any) -> dict[str, Any]:
-    return {kv.key: _any_value(kv.value) for kv in pairs}
+    attributes = {}
+    for kv in pairs:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        # Most GenAI attributes are strings or integers: read those without a call.
+        if kind == "string_value":
+            attributes[kv.key] = value.string_value
+        elif kind == "int_value":
+            attributes[kv.key] = value.int_value
+        else:
+            attributes[kv.key] = _any_value(value)
+    return attributes
 
 
 def otlp_spans_from_protobuf(body: bytes) -> list[SpanIn]:
@@ -339,8 +350,12 @@ def span_classify(span: SpanIn, rules: list[CompiledRule]) -> str:
     return error_type
 
 
-def span_step_fields(span: SpanIn, rules: list[CompiledRule]) -> dict[str, Any]:
-    """The Step field values of one GenAI span (before redaction)."""
+def span_step_fields(
+    span: SpanIn, rules: list[CompiledRule], *, secrets: list[str] | None = None
+) -> dict[str, Any]:
+    """The Step field values of one GenAI span, secrets redacted. ``secrets``: the known
+    ones (``known_secrets()``), looked up once for many spans."""
+    secrets = known_secrets() if secrets is None else secrets
     attrs = span.attributes
     operation = span.operation
     phase = PHASE_OF_OPERATION.get(operation, Step.Phase.STOPPED)
@@ -350,18 +365,6 @@ def span_step_fields(span: SpanIn, rules: list[CompiledRule]) -> dict[str, Any]:
         "llm_backend": _text(attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system"), 20),
         "prompt_tokens": _int(attrs.get("gen_ai.usage.input_tokens")),
         "completion_tokens": _int(attrs.get("gen_ai.usage.output_tokens")),
-        "details": {
-            "otel": {
-                "span_id": span.span_id,
-                "parent_span_id": span.parent_span_id,
-                "name": span.name[:200],
-                "operation": operation[:40],
-                "model": _text(
-                    attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model"), 100
-                ),
-                "tool_call_id": _text(attrs.get("gen_ai.tool.call.id"), 100),
-            }
-        },
     }
     if phase == Step.Phase.ACTION:
         arguments = attrs.get("gen_ai.tool.call.arguments")
@@ -390,6 +393,26 @@ def span_step_fields(span: SpanIn, rules: list[CompiledRule]) -> dict[str, Any]:
             + (f" ({span.exception})" if span.exception else ""),
             DETAIL_MAX,
         )
+    data = step_data_redact(data, secrets=secrets)
+    # Redacted here, string by string: the span ids are hex this module wrote, and a known
+    # operation name is one of ours; everything else in them came from the exporter.
+    data["details"] = {
+        "otel": {
+            "span_id": span.span_id,
+            "parent_span_id": span.parent_span_id,
+            "name": redact_text(span.name[:200], secrets=secrets),
+            "operation": operation[:40]
+            if operation in PHASE_OF_OPERATION or operation in RUN_OPERATIONS
+            else redact_text(operation[:40], secrets=secrets),
+            "model": redact_text(
+                _text(attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model"), 100),
+                secrets=secrets,
+            ),
+            "tool_call_id": redact_text(
+                _text(attrs.get("gen_ai.tool.call.id"), 100), secrets=secrets
+            ),
+        }
+    }
     return data
 
 
@@ -406,7 +429,10 @@ def _agent_name(spans: list[SpanIn]) -> str:
 # Trace.agent is a foreign key to the runtime's Agent model, and the store may not import the
 # runtime (DESIGN.md layers): the agents app registers how agent names map to Agent rows
 # (``agents.apps``; ``agents.external_runs.external_agent_ids``).
-AgentIdsResolver = Callable[[set[str]], dict[str, int]]
+class AgentIdsResolver(Protocol):
+    def __call__(self, names: set[str], *, fresh: bool = ...) -> dict[str, int]: ...
+
+
 _agent_ids_resolver: AgentIdsResolver | None = None
 
 
@@ -416,13 +442,13 @@ def external_agent_resolver_register(resolver: AgentIdsResolver) -> None:
     _agent_ids_resolver = resolver
 
 
-def _agent_ids(names: set[str]) -> dict[str, int]:
+def _agent_ids(names: set[str], *, fresh: bool = False) -> dict[str, int]:
     if _agent_ids_resolver is None:
         raise ImproperlyConfigured(
             "OTLP ingest files runs under Agent rows: the agents app registers the resolver "
             "(traces.otlp.external_agent_resolver_register) and must be installed."
         )
-    return _agent_ids_resolver(names)
+    return _agent_ids_resolver(names, fresh=fresh)
 
 
 def _trace_values(spans: list[SpanIn]) -> dict[str, Any]:
@@ -487,13 +513,14 @@ def _steps_new(
         s.failed for s in fresh if s.operation not in RUN_OPERATIONS
     )
     steps = []
+    secrets = known_secrets()
     for span in sorted(fresh, key=lambda s: (s.start_ns, s.end_ns)):
         # A run span is the trace itself; it is a step only to carry a failure that no
         # model or tool span explains.
         if span.operation in RUN_OPERATIONS and (not span.failed or child_failed):
             continue
         number += 1
-        fields = step_data_redact(span_step_fields(span, rules))
+        fields = span_step_fields(span, rules, secrets=secrets)
         steps.append(
             model_new(
                 Step,
@@ -503,7 +530,7 @@ def _steps_new(
                     "idempotency_key": _span_key(span),
                     "started_at": _moment(span.start_ns),
                     "created_at": _moment(span.end_ns),
-                    "cost_usd": Decimal(0),
+                    "cost_usd": _NO_COST,
                     **fields,
                 },
             )
@@ -534,14 +561,17 @@ def otlp_spans_ingest(
     by_trace: dict[str, list[SpanIn]] = defaultdict(list)
     for span in genai:
         by_trace[span.trace_id].append(span)
-    agent_of = _agent_ids({_agent_name(group) for group in by_trace.values()})
+    agent_names = {_agent_name(group) for group in by_trace.values()}
+    agent_of = _agent_ids(agent_names)
     try:
         with transaction.atomic():
             _spans_store(by_trace, agent_of, user_id, rules, result, optimistic=True)
     except IntegrityError:
         # A concurrent request stored some of these traces or spans between the read and
-        # the COPY: once more, reading what is there.
+        # the COPY, or an agent the resolver remembered was deleted since: once more,
+        # reading what is there.
         result = IngestResult(rejected=result.rejected)
+        agent_of = _agent_ids(agent_names, fresh=True)
         with transaction.atomic():
             _spans_store(by_trace, agent_of, user_id, rules, result, optimistic=False)
     logger.info(

@@ -41,10 +41,11 @@ class RunConflict(Exception):
     """Another worker is writing this trace's steps: this delivery must stand down."""
 
 
-def step_data_redact(data: dict[str, Any]) -> dict[str, Any]:
-    """A Step's field values with secret-looking values redacted, ready to store."""
+def step_data_redact(data: dict[str, Any], *, secrets: list[str] | None = None) -> dict[str, Any]:
+    """A Step's field values with secret-looking values redacted, ready to store.
+    ``secrets``: the known ones (``known_secrets()``), looked up once for many steps."""
     redacted = dict(data)
-    secrets = known_secrets()
+    secrets = known_secrets() if secrets is None else secrets
     for name in _REDACTED_TEXT_FIELDS:
         if redacted.get(name):
             redacted[name] = redact_text(str(redacted[name]), secrets=secrets)

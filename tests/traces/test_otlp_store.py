@@ -152,3 +152,43 @@ def test_rows_copy_raises_integrity_error_and_model_new_refuses_unknown_fields()
     first, second = model_new(Step, {}), model_new(Step, {})
     assert first.details == {} and first.details is not second.details
     assert first.action_type == Step.ActionType.NONE and first.ok is True
+
+
+@pytest.mark.django_db
+def test_the_agent_of_an_exporter_is_looked_up_once_per_process(error_rules: None) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.models import Agent
+
+    otlp_spans_ingest(_spans(uuid.uuid4().hex), user_id=None)
+    with CaptureQueriesContext(connection) as queries:
+        otlp_spans_ingest(_spans(uuid.uuid4().hex), user_id=None)
+    assert not [q["sql"] for q in queries if Agent._meta.db_table in q["sql"]]
+    # A change of any Agent in this process is seen at once.
+    Agent.objects.filter(slug="store-bot").update(slug="store-bot-old")
+    Agent.objects.get(slug="store-bot-old").save()
+    trace_hex = uuid.uuid4().hex
+    otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    filed = Trace.objects.get(pk=uuid.UUID(hex=trace_hex)).agent
+    assert filed.slug == "store-bot" and not filed.is_active
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_deleted_by_another_process_costs_a_retry_not_the_request(
+    error_rules: None,
+) -> None:
+    from django.db import connection
+
+    from agents.external_runs import external_agent_ids
+    from agents.models import Agent
+
+    remembered = external_agent_ids({"Store Bot"})["Store Bot"]
+    with connection.cursor() as cursor:  # no post_delete here: another process deleted it
+        cursor.execute(f"DELETE FROM {Agent._meta.db_table} WHERE id = %s", [remembered])
+    trace_hex = uuid.uuid4().hex
+    result = otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    assert result.accepted == 2
+    trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
+    assert trace.agent_id != remembered and trace.agent.slug == "store-bot"
+    assert Step.objects.filter(trace_id=trace.pk).count() == 2
