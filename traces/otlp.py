@@ -10,6 +10,7 @@ spans tool calls. Everything in a span is untrusted: lengths are capped and text
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import json
 import logging
@@ -276,6 +277,13 @@ def _text(value: Any, limit: int = TEXT_MAX) -> str:
     return value[:limit]
 
 
+def _clean(value: Any, limit: int, secrets: list[str] | None = None) -> str:
+    """An exporter's text for a column of ``limit`` characters: redacted whole, then cut
+    (cut first, a secret across the limit would keep its head; redacted first, the
+    marker could not overflow the column)."""
+    return redact_text(_text(value), secrets=secrets)[:limit]
+
+
 def _int(value: Any) -> int:
     try:
         number = int(value)
@@ -362,7 +370,9 @@ def span_step_fields(
     data: dict[str, Any] = {
         "phase": phase,
         "latency_ms": _int((span.end_ns - span.start_ns) // 1_000_000),
-        "llm_backend": _text(attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system"), 20),
+        "llm_backend": _clean(
+            attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system"), 20, secrets
+        ),
         "prompt_tokens": _int(attrs.get("gen_ai.usage.input_tokens")),
         "completion_tokens": _int(attrs.get("gen_ai.usage.output_tokens")),
     }
@@ -375,7 +385,7 @@ def span_step_fields(
                 arguments = {"raw": arguments[:TEXT_MAX]}
         data.update(
             action_type=Step.ActionType.TOOL,
-            tool_name=_text(attrs.get("gen_ai.tool.name"), 64),
+            tool_name=_clean(attrs.get("gen_ai.tool.name"), 64, secrets),
             action_input=arguments if isinstance(arguments, dict) else {},
             endpoint=_text(attrs.get("url.full") or attrs.get("server.address"), 500),
             status_code=_int(attrs.get("http.response.status_code")) or None,
@@ -400,30 +410,35 @@ def span_step_fields(
         "otel": {
             "span_id": span.span_id,
             "parent_span_id": span.parent_span_id,
-            "name": redact_text(span.name[:200], secrets=secrets),
+            "name": _clean(span.name, 200, secrets),
             "operation": operation[:40]
             if operation in PHASE_OF_OPERATION or operation in RUN_OPERATIONS
-            else redact_text(operation[:40], secrets=secrets),
-            "model": redact_text(
-                _text(attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model"), 100),
-                secrets=secrets,
+            else _clean(operation, 40, secrets),
+            "model": _clean(
+                attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model"),
+                100,
+                secrets,
             ),
-            "tool_call_id": redact_text(
-                _text(attrs.get("gen_ai.tool.call.id"), 100), secrets=secrets
-            ),
+            "tool_call_id": _clean(attrs.get("gen_ai.tool.call.id"), 100, secrets),
         }
     }
     return data
 
 
 def _agent_name(spans: list[SpanIn]) -> str:
+    """The name of the agent the spans' run is filed under (an Agent row's name), redacted."""
     for span in spans:
         if span.attributes.get("gen_ai.agent.name"):
-            return str(span.attributes["gen_ai.agent.name"])
+            return _agent_label(str(span.attributes["gen_ai.agent.name"]), tuple(known_secrets()))
     for span in spans:
         if span.resource.get("service.name"):
-            return str(span.resource["service.name"])
+            return _agent_label(str(span.resource["service.name"]), tuple(known_secrets()))
     return "otel"
+
+
+@functools.lru_cache(maxsize=1024)  # the same few names, trace after trace
+def _agent_label(name: str, secrets: tuple[str, ...]) -> str:
+    return _clean(name, 100, list(secrets))
 
 
 # Trace.agent is a foreign key to the runtime's Agent model, and the store may not import the
@@ -462,11 +477,11 @@ def _trace_values(spans: list[SpanIn]) -> dict[str, Any]:
     return {
         "query": query,
         "query_hash": query_hash(query),
-        "session_id": _text(attrs.get("gen_ai.conversation.id"), 64),
-        "llm_backend": _text(
+        "session_id": _clean(attrs.get("gen_ai.conversation.id"), 64),
+        "llm_backend": _clean(
             (model_span or spans[0]).attributes.get("gen_ai.provider.name") or "otel", 20
         ),
-        "llm_model": _text(model_span.attributes.get("gen_ai.request.model"), 100)
+        "llm_model": _clean(model_span.attributes.get("gen_ai.request.model"), 100)
         if model_span
         else "",
     }

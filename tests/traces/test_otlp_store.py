@@ -4,6 +4,7 @@ same rows. A concurrent writer that wins the race costs a retry, never a duplica
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -192,3 +193,63 @@ def test_an_agent_deleted_by_another_process_costs_a_retry_not_the_request(
     trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
     assert trace.agent_id != remembered and trace.agent.slug == "store-bot"
     assert Step.objects.filter(trace_id=trace.pk).count() == 2
+
+
+@pytest.mark.django_db
+def test_a_secret_anywhere_in_a_span_reaches_no_stored_row(
+    error_rules: None, settings: Any
+) -> None:
+    """Every text an exporter controls is redacted: the span's name, operation, model, tool
+    call id, arguments, result, error and messages; a known secret verbatim, a card
+    number and a ``password=`` pair by their shape."""
+    from django.core import serializers
+
+    settings.LLM_API_KEY = "Zq8-llm-key-in-a-span"
+    key, card = settings.LLM_API_KEY, "4111 1111 1111 1111"
+    trace_hex = uuid.uuid4().hex
+    spans = _spans(trace_hex)
+    chat, tool, root = spans
+    chat.name = f"chat {key}"
+    chat.attributes.update(
+        {
+            "gen_ai.request.model": f"gpt-{key}",
+            "gen_ai.provider.name": f"p-{key}",
+            "gen_ai.output.messages": f"use password=hunter2secret and {card}",
+        }
+    )
+    tool.attributes.update(
+        {
+            "gen_ai.tool.call.id": f"call-{key}",
+            "gen_ai.tool.name": f"get_{key}",
+            "gen_ai.tool.call.arguments": json.dumps({"card": card, "api_key": "kept-out-1"}),
+            "gen_ai.tool.call.result": f"echo {key}",
+            "url.full": f"https://shop.example/orders?token={key}",
+        }
+    )
+    tool.status_message = f"refused {key}"
+    root.attributes["gen_ai.input.messages"] = f"my card is {card}, key {key}"
+    root.attributes["gen_ai.agent.name"] = f"Bot {key}"
+    odd = SpanIn(
+        trace_id=trace_hex,
+        span_id="00000000000000a4",
+        parent_span_id="00000000000000a1",
+        name="custom",
+        start_ns=T0 + 850 * 1_000_000,
+        end_ns=T0 + 860 * 1_000_000,
+        status_code=0,
+        status_message="",
+        attributes={"gen_ai.operation.name": f"custom_{key}"},
+    )
+    result = otlp_spans_ingest([*spans, odd], user_id=None)
+    assert result.accepted == 3
+    stored = serializers.serialize(
+        "json",
+        [
+            Trace.objects.get(pk=uuid.UUID(hex=trace_hex)),
+            Trace.objects.get(pk=uuid.UUID(hex=trace_hex)).agent,
+            *Step.objects.filter(trace_id=uuid.UUID(hex=trace_hex)),
+        ],
+    )
+    for secret in (key, "4111", "hunter2secret", "kept-out-1"):
+        assert secret not in stored, secret
+    assert stored.count("[REDACTED]") >= 14
