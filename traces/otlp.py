@@ -385,7 +385,7 @@ def span_step_fields(
                 arguments = {"raw": arguments[:TEXT_MAX]}
         data.update(
             action_type=Step.ActionType.TOOL,
-            tool_name=_clean(attrs.get("gen_ai.tool.name"), 64, secrets),
+            tool_name=_text(attrs.get("gen_ai.tool.name")),  # redacted, then cut, below
             action_input=arguments if isinstance(arguments, dict) else {},
             endpoint=_text(attrs.get("url.full") or attrs.get("server.address"), 500),
             status_code=_int(attrs.get("http.response.status_code")) or None,

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 _RECORD_FIELDS = {f.name for f in fields(StepRecord)}
 # Every field that can carry model output, tool input or output, or an error body.
-_REDACTED_TEXT_FIELDS = ("thought", "endpoint", "error_detail", "response_summary")
+_REDACTED_TEXT_FIELDS = ("thought", "tool_name", "endpoint", "error_detail", "response_summary")
 _REDACTED_JSON_FIELDS = (
     "action_input",
     "request_payload",
@@ -35,6 +35,7 @@ _REDACTED_JSON_FIELDS = (
     "details",
 )
 ENDPOINT_MAX_LENGTH = 500
+TOOL_NAME_MAX_LENGTH = Step._meta.get_field("tool_name").max_length or 64
 
 
 class RunConflict(Exception):
@@ -52,8 +53,12 @@ def step_data_redact(data: dict[str, Any], *, secrets: list[str] | None = None) 
     for name in _REDACTED_JSON_FIELDS:
         if redacted.get(name):
             redacted[name] = redact_value(redacted[name], secrets=secrets)
+    # Cut after redacting: the marker may be longer than a short secret it replaced.
     if redacted.get("endpoint"):
         redacted["endpoint"] = redacted["endpoint"][:ENDPOINT_MAX_LENGTH]
+    if redacted.get("tool_name"):
+        # A tool name is the model's (or an exporter's) text until the whitelist checks it.
+        redacted["tool_name"] = redacted["tool_name"][:TOOL_NAME_MAX_LENGTH]
     return redacted
 
 
