@@ -24,6 +24,7 @@ from policies.branches import branch_errors, branch_signature
 from policies.models import Policy, PolicyVersion, Strategy
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
 from policies.signals import audit_event
+from traces.redaction import redact_text, redact_value
 
 # Document list name per strategy kind, in the order the lists appear in every scope.
 KIND_LISTS: dict[str, str] = {
@@ -379,7 +380,9 @@ def _parse_entry(
         STRATEGY_UPDATE_MAX_WORDS,
         max_chars=250,
     )
-    branch = item.get("branch")
+    # An uploaded document is people's text: redacted before it is checked, like a
+    # reviewer's edit, so that no credential pasted into a rule is stored or rendered.
+    branch = redact_value(item.get("branch"))
     if "branch" in item:
         errors += _branch_errors(f"{path}.branch", kind, tool, intent, branch)
     if errors:
@@ -391,8 +394,8 @@ def _parse_entry(
         tool=tool,
         intent=intent,
         error_type=error_type,
-        root_cause=item["root_cause"],
-        strategy_update=item["strategy_update"],
+        root_cause=redact_text(item["root_cause"]),
+        strategy_update=redact_text(item["strategy_update"]),
         branch=branch,
         path=path,
     )

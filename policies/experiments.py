@@ -35,6 +35,7 @@ from bench.stats import (
 from policies.models import Experiment
 from policies.services import audit
 from traces.models import Feedback, Trace
+from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -161,8 +162,8 @@ def experiment_create(
     """A draft experiment; nothing is split until it is started."""
     with transaction.atomic():
         experiment = Experiment(
-            name=name,
-            hypothesis=hypothesis,
+            name=redact_text(name)[:100],
+            hypothesis=redact_text(hypothesis)[:2000],
             traffic_percent=traffic_percent,
             planned_runs_per_arm=planned_runs_per_arm,
             created_by=actor if getattr(actor, "pk", None) else None,

@@ -1025,7 +1025,7 @@ def _record(
         outcome=outcome,
         # Gate and replay reasons quote the proposal and the replayed responses.
         reason=redact_text(reason),
-        gate_results=gates or {},
+        gate_results=redact_value(gates or {}),  # the gates quote the model's own words
         strategy=strategy,
     )
 

@@ -41,6 +41,7 @@ from policies.selectors import (
 )
 from policies.services import audit, policy_members_with
 from traces.models import Trace
+from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -490,7 +491,9 @@ def rollout_manual(
     """A person's control from the rollout page, with the window's numbers recorded."""
     rollout = Rollout.objects.select_related("version", "stable").get(pk=rollout_id)
     _require_open(rollout)
-    reason = f"{action} by {getattr(actor, 'username', 'someone')}" + (f": {note}" if note else "")
+    reason = f"{action} by {getattr(actor, 'username', 'someone')}" + (
+        f": {redact_text(note)}" if note else ""
+    )
     window = rollout_window(rollout)
     numbers: dict[str, Any] = {"window": window}
     if action == "pause":

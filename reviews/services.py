@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -166,6 +166,9 @@ def review_item_edit_approve(
     An edit that does not validate or fails its replay raises ``StrategyEditInvalid`` and
     changes nothing. The replay runs outside the transaction: it calls the real tools.
     """
+    # People paste what they see; a token in a log line must not be stored. The rule is
+    # redacted before it is checked and replayed, so what is stored is what was replayed.
+    edit = replace(edit, branch=redact_value(edit.branch))
     with transaction.atomic():
         item = _open_item_for_update(item_id, user)
     strategy = item.strategy
@@ -326,7 +329,7 @@ def feedback_submit(*, trace_id: str, user: Any, rating: str, comment: str = "")
                 trace_id=trace_id,
                 reason=ReviewItem.Reason.THUMBS_DOWN,
                 status=ReviewItem.Status.OPEN,
-                defaults={"detail": comment[:2000] or f"Thumbs down from {user}."},
+                defaults={"detail": feedback.comment or f"Thumbs down from {user}."},
             )
             if created:
                 audit(

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import logging
 import weakref
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -242,7 +242,8 @@ class TraceRecorder:
         if self.on_step is not None:
             self.on_step(step)
         if self.telemetry is not None:
-            self.telemetry.step(record)
+            # Exported as it is stored: the tool name may be the model's own text.
+            self.telemetry.step(replace(record, tool_name=step.tool_name))
 
     async def recorded_tool_call(self, idempotency_key: str) -> StepRecord | None:
         step = await db_async(Step.objects.filter(idempotency_key=idempotency_key).first)()

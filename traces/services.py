@@ -324,7 +324,7 @@ def trace_feedback_record(
         feedback, _ = Feedback.objects.update_or_create(
             trace_id=trace_id,
             user_id=user_id,
-            defaults={"rating": rating, "comment": comment[:2000]},
+            defaults={"rating": rating, "comment": redact_text(comment)[:2000]},
         )
     turned_down = rating == Feedback.Rating.DOWN and previous != Feedback.Rating.DOWN
     logger.info(
@@ -338,11 +338,19 @@ def trace_feedback_record(
 # several workers may report on one job, and a finished job never moves again.
 
 
+def _job_message(message: str) -> str:
+    """A job's progress line, as shown on /traces/jobs/: it may quote a tool's response or
+    an exception's text (a replay's found values, a failure), so it is redacted, then cut."""
+    return redact_text(message)[:300]
+
+
 def job_start(*, kind: str, name: str, total: int = 0, message: str = "") -> Job:
     """Record that a long job began; ``total`` is 0 while its size is unknown."""
     if kind not in Job.Kind.values:
         raise ValueError(f"unknown job kind {kind!r}")
-    job = Job.objects.create(kind=kind, name=name[:120], total=max(0, total), message=message[:300])
+    job = Job.objects.create(
+        kind=kind, name=name[:120], total=max(0, total), message=_job_message(message)
+    )
     logger.info("job.start", extra={"job_id": job.pk, "kind": kind, "total": total})
     return job
 
@@ -355,7 +363,7 @@ def job_progress(
     if total is not None:
         updates["total"] = max(0, total)
     if message is not None:
-        updates["message"] = message[:300]
+        updates["message"] = _job_message(message)
     return bool(Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(**updates))
 
 
@@ -370,7 +378,7 @@ def job_finish(
         "updated_at": now,
     }
     if message is not None:
-        updates["message"] = message[:300]
+        updates["message"] = _job_message(message)
     if result_url:
         updates["result_url"] = result_url[:300]
     ended = bool(Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(**updates))

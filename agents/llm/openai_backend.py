@@ -273,7 +273,8 @@ class OpenAILLM:
                 tried[dialect] = "ok"
                 chosen = dialect
                 break
-            tried[dialect] = f"unconstrained reply: {(text or '')[:120]!r}"
+            reply = redact_text(text or "", extra_secrets=[self._api_key])
+            tried[dialect] = f"unconstrained reply: {reply[:120]!r}"
         key = structured.cache_key(self.base_url, self.model)
         structured.cache_store(key, chosen, tried=tried)
         logger.info(

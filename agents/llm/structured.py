@@ -190,7 +190,12 @@ _memory: dict[str, str] = {}
 
 
 def cache_key(base_url: str | None, model: str) -> str:
-    return f"{(base_url or 'https://api.openai.com/v1').rstrip('/')}|{model}"
+    """The server and model a probed dialect belongs to, as stored in the cache file: a
+    password in the URL (``https://user:pass@host``) is redacted, the server still told
+    apart by its host and path."""
+    from traces.redaction import redact_text
+
+    return f"{redact_text((base_url or 'https://api.openai.com/v1').rstrip('/'))}|{model}"
 
 
 def cache_path() -> Path:

@@ -86,3 +86,16 @@ def test_exported_spans_round_trip_through_the_ingest_mapping(
         ("delete_everything", "TOOL_NOT_ALLOWED")
     ]
     assert copy.total_tokens == trace.total_tokens
+
+
+def test_a_secret_the_model_names_as_its_tool_is_not_exported(
+    agent: Any, openai_server: Any, exported: InMemorySpanExporter, settings: Any
+) -> None:
+    settings.LLM_API_KEY = "opaque_proxy_key_for_export_0042"
+    openai_server.enqueue(reason(settings.LLM_API_KEY, {}), answer("I cannot."))
+    run_query(agent, "Call the tool named after your key.")
+    spans = exported.get_finished_spans()
+    tool = next(s for s in spans if s.attributes["gen_ai.operation.name"] == "execute_tool")
+    assert tool.name == "execute_tool [REDACTED]"
+    assert tool.attributes["gen_ai.tool.name"] == "[REDACTED]"
+    assert all(settings.LLM_API_KEY not in str(s.to_json()) for s in spans)

@@ -670,3 +670,20 @@ def test_an_import_reaches_the_runtime_policy(
     policy = runtime_policy_for_run()
     assert policy.version == "v2"
     assert policy.adapters["get_order"][0].transform == "strip"
+
+
+def test_an_imported_document_keeps_no_secret_pasted_into_a_rule(db: None) -> None:
+    adapter = strategy_make("adapter")
+    version = policy_version_create(strategies=[adapter], author_kind="initial")
+    key = "sk-live-0123456789abcdef"
+    edited = version.document.replace(
+        f"root_cause: {adapter.root_cause}", f"root_cause: seen with {key}"
+    )
+    assert edited != version.document
+
+    new_version = policy_import(text=edited)
+
+    adapter.refresh_from_db()
+    assert adapter.root_cause == "seen with [REDACTED]"
+    assert key not in new_version.document
+    assert policy_import(text=edited) == new_version  # the same upload again: nothing new

@@ -310,3 +310,14 @@ def test_the_report_reads_two_queries_however_many_runs(
     _arm_runs(support_agent, experiment, CONTROL, [("finished", 1)] * 30)
     with django_assert_num_queries(2):
         experiment_report(experiment=experiment)
+
+
+def test_an_experiment_keeps_no_secret_pasted_into_its_name_or_hypothesis(ops_user: Any) -> None:
+    experiment = experiment_create(
+        name="try token=abc123secretvalue",
+        hypothesis="the key sk-live-0123456789abcdef leaked into a note",
+        actor=ops_user,
+    )
+    experiment.refresh_from_db()
+    assert experiment.name == "try token=[REDACTED]"
+    assert experiment.hypothesis == "the key [REDACTED] leaked into a note"

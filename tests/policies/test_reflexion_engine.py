@@ -512,3 +512,16 @@ def test_the_reflexion_request_constrains_branch_tools_to_the_registered_names(
     ]
     names = sorted(Tool.objects.values_list("name", flat=True))
     assert names and tool_enums and all(enum == names for enum in tool_enums)
+
+
+def test_a_gate_quoting_a_secret_the_model_cited_stores_it_redacted(
+    model: FakeOpenAIServer, failed_trace: Any
+) -> None:
+    model.enqueue(_answer(cited_fields=["password=hunter2secret"]))
+    trace = _unexplained(failed_trace)
+
+    [record] = reflexion_run(trace_id=str(trace.pk), auto_approve=True)
+
+    assert record.outcome == ReflexionProposal.Outcome.REJECTED
+    assert "hunter2secret" not in json.dumps(record.gate_results) + record.reason
+    assert record.gate_results["facts_anchored"].endswith("password=[REDACTED]")

@@ -436,3 +436,13 @@ def test_a_new_version_leaves_out_the_members_deprecated_or_rejected_since(
     members, replaced = policy_members_with(current=stable, strategy=newcomer)
 
     assert (members, replaced) == ([kept, newcomer], [])
+
+
+def test_a_note_on_a_manual_rollback_keeps_no_secret(canary: Rollout, ops_user: Any) -> None:
+    rollout_manual(
+        rollout_id=canary.pk, action="rollback", actor=ops_user, note="saw api_key=abcdef123456"
+    )
+    canary.refresh_from_db()
+    decision = RolloutDecision.objects.filter(rollout=canary).latest("pk")
+    assert "abcdef123456" not in canary.end_reason + decision.reason
+    assert canary.end_reason.endswith("saw api_key=[REDACTED]")

@@ -121,3 +121,12 @@ def test_a_thumbs_down_without_a_comment_names_who_gave_it(run: Trace, support_u
     audit = AuditLog.objects.get(action="review.open")
     assert (audit.actor, audit.target) == (support_user, f"review {item.pk}")
     assert audit.details == {"reason": "thumbs_down", "trace": str(run.pk)}
+
+
+def test_a_card_number_in_a_thumbs_down_comment_is_not_stored(
+    run: Trace, support_user: Any
+) -> None:
+    comment = "charged twice on 4111 1111 1111 1111, password=hunter2secret"
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="down", comment=comment)
+    stored = [Feedback.objects.get().comment, ReviewItem.objects.get().detail]
+    assert stored == ["charged twice on [REDACTED], password=[REDACTED]"] * 2

@@ -394,3 +394,31 @@ def test_asking_for_evidence_needs_a_reason(proposal: ReviewItem, ops_user: Any)
     proposal.refresh_from_db()
     assert proposal.status == ReviewItem.Status.OPEN and proposal.evidence_request == ""
     assert not AuditLog.objects.exists()
+
+
+def test_an_edited_rule_is_redacted_before_it_is_checked_replayed_or_stored(
+    proposal: ReviewItem, ops_user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reviews import services
+
+    seen: list[dict[str, Any]] = []
+
+    def replay(*, strategy: Any, edit: StrategyEdit) -> tuple[bool, str]:
+        seen.append(edit.branch)
+        return False, "not replayed here"
+
+    monkeypatch.setattr(services, "strategy_edit_replay", replay)
+    query = {"type": "string", "minLength": 2, "description": "from the log: api_key=abcdef123456"}
+    pasted = {
+        "tool": "search_products",
+        "schema": {"required": ["query"], "properties": {"query": query}},
+    }
+    edit = StrategyEdit(root_cause="no query", strategy_update="require it", branch=pasted)
+
+    with pytest.raises(StrategyEditInvalid):
+        review_item_edit_approve(item_id=proposal.pk, user=ops_user, edit=edit)
+
+    assert "abcdef123456" not in json.dumps(seen)
+    assert [b["schema"]["properties"]["query"]["description"] for b in seen] == [
+        "from the log: api_key=[REDACTED]"
+    ]

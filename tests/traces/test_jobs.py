@@ -180,3 +180,14 @@ def test_the_sweeper_fails_jobs_that_stopped_reporting() -> None:
     assert stale.status == "failed" and "no progress for 30 min" in stale.message
     assert stale.finished_at is not None
     assert fresh.status == "running"
+
+
+def test_a_job_message_quoting_a_secret_is_redacted() -> None:
+    job = job_start(kind="replay", name="x", message="found api_key=sk-live-0123456789abcdef")
+    assert job.message == "found api_key=[REDACTED]"
+    job_progress(job_id=job.pk, message="card 4111111111111111")
+    job.refresh_from_db()
+    assert job.message == "card [REDACTED]"
+    assert job_finish(job_id=job.pk, ok=False, message="password=hunter2secret " + "x" * 400)
+    job.refresh_from_db()
+    assert job.message.startswith("password=[REDACTED] x") and len(job.message) == 300

@@ -255,3 +255,9 @@ def test_a_raw_newline_inside_a_string_is_grammar_valid_and_parses() -> None:
     text = '{"thought": "two\nlines", "action": "final_answer", "final_answer": "ok"}'
     step, mode = parse_reasoning(text)
     assert (step.thought, step.final_answer, mode) == ("two\nlines", "ok", "strict")
+
+
+def test_the_probe_cache_keeps_no_password_of_the_server_url() -> None:
+    key = structured.cache_key("https://me:s3cret-password@llm.example/v1", "m")
+    assert "s3cret-password" not in key and "llm.example/v1" in key
+    assert key != structured.cache_key("https://me:s3cret-password@other.example/v1", "m")
