@@ -109,7 +109,7 @@ bench-pages: secret-key
 
 ## OTLP ingest against PostgreSQL COPY of the same rows (bench/otlp_ingest.py). Needs
 ## PostgreSQL and a Redis database of its own (the production hand-off's queue is purged).
-BENCH_OTLP_REDIS_URL ?= redis://127.0.0.1:6379/15
+BENCH_OTLP_REDIS_URL ?= redis://127.0.0.1:6379/14
 bench-otlp: secret-key
 	DATABASE_URL=$(BENCH_PG_DATABASE_URL) REDIS_URL=$(BENCH_OTLP_REDIS_URL) DJANGO_SETTINGS_MODULE=config.settings.local $(PY) -m bench.otlp_ingest --traces 500 --batch 100 --repeats 15
 

@@ -3,7 +3,7 @@ redaction, idempotency check, Trace and Step rows, rollups, learning hand-off) a
 PostgreSQL ``COPY`` of the very rows it wrote, side by side in the same run and database.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/agentops_bench \\
-    REDIS_URL=redis://127.0.0.1:6379/15 \\
+    REDIS_URL=redis://127.0.0.1:6379/14 \\
         .venv/bin/python -m bench.otlp_ingest [--traces 2000] [--batch 100] [--repeats 5]
 
 (``make bench-otlp``.) Each repeat ingests fresh traces (3 GenAI spans each: invoke_agent,
@@ -141,10 +141,21 @@ def _product(bodies: list[bytes], rules: Any, *, hand_off: str) -> tuple[float, 
 
 
 def _broker_purge() -> int:
-    """Drop the learning tasks the broker pass queued (no worker runs in the benchmark)."""
+    """Drop the learning tasks the broker pass queued (no worker runs in the benchmark).
+
+    Every queue the project routes to, not only the default one that
+    ``app.control.purge()`` knows of: the hand-off goes to ``reflexion``, and a task left
+    there would be run by the next worker on this Redis database (an end-to-end test's).
+    """
+    from django.conf import settings
+
     from config.celery import app
 
-    return app.control.purge()
+    queues = {settings.CELERY_TASK_DEFAULT_QUEUE} | {
+        route["queue"] for route in settings.CELERY_TASK_ROUTES.values()
+    }
+    with app.connection_for_write() as connection, connection.channel() as channel:
+        return sum(channel.queue_purge(name) or 0 for name in sorted(queues))
 
 
 _learning: list[float] = []
