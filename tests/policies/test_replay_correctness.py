@@ -26,6 +26,7 @@ from policies.replay import (
 from policies.services import strategy_activate
 from sandbox.models import Order, Product
 from sandbox.services import faultrule_set
+from tests.agents.test_runtime_repairs import partner_search
 from tests.branches import sku_lookup
 from tests.fakes.recording_api import ApiRequest, RecordingAPI
 from traces.models import Job, Step, Trace
@@ -527,24 +528,6 @@ def transitional_search_api(request: ApiRequest) -> tuple[int, Any]:
 RENAME_TERM = {"tool": "partner_search", "steps": [{"op": "rename", "from": "term", "to": "q"}]}
 
 
-def _partner_search(agent: Any) -> Any:
-    """An imported tool: it sends only the arguments its locations list (``term`` in the
-    query string)."""
-    from agents.models import Tool
-
-    tool = Tool.objects.create(
-        name="partner_search",
-        description="Search the partner catalogue by a free-text term.",
-        params_schema={"type": "object", "properties": {"term": {"type": "string"}}},
-        endpoint_template="{sandbox}/search",
-        method="GET",
-        param_locations={"term": "query"},
-        source=Tool.Source.IMPORT,
-    )
-    tool.allowed_agents.add(agent)
-    return tool
-
-
 def _search_failure(failed_trace: Any) -> FailureFacts:
     """A partner_search call the partner refused: it wants ``q`` now, not ``term``."""
     return _facts(
@@ -564,7 +547,7 @@ def test_the_regression_replay_sends_a_renamed_argument_where_the_adapter_moved_
     settings.LLM_SIM_ERROR_RATES = {}
     with RecordingAPI(respond=transitional_search_api) as api:
         settings.SANDBOX_BASE_URL = api.base_url
-        _partner_search(support_agent)
+        partner_search(support_agent)
         good = failed_trace(tool="partner_search", action_input={"term": "cap"})
         Step.objects.filter(trace=good).update(ok=True, status_code=200, error_type="")
         facts = _search_failure(failed_trace)
@@ -590,7 +573,7 @@ def test_the_replay_of_the_failed_call_sends_a_renamed_argument_where_the_tool_h
     settings.LLM_SIM_ERROR_RATES = {}
     with RecordingAPI(respond=transitional_search_api) as api:
         settings.SANDBOX_BASE_URL = api.base_url
-        _partner_search(support_agent)
+        partner_search(support_agent)
         facts = _search_failure(failed_trace)
 
         passed, detail = async_to_sync(_replay_tool_call)(_proposal("adapter", RENAME_TERM), facts)
