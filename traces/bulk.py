@@ -12,10 +12,13 @@ On another database (SQLite, the embedded shape) it falls back to ``bulk_create`
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import operator
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
 
@@ -24,6 +27,11 @@ from django.db.models import DateField, JSONField, Model
 from django.db.models.base import ModelState
 from django.db.models.fields import Field
 from django.utils import timezone
+from psycopg import errors as psycopg_errors
+from psycopg.copy import LibpqWriter
+from psycopg.generators import fetch_many
+from psycopg.pq import ExecStatus
+from psycopg.waiting import Wait
 
 M = TypeVar("M", bound=Model)
 _EMPTY_JSON: dict[type, str] = {dict: "{}", list: "[]"}
@@ -87,6 +95,40 @@ def _converter(field: Field[Any, Any]) -> Callable[[Any], Any] | None:
     return None
 
 
+@dataclass(frozen=True)
+class _CopyPlan:
+    sql: str
+    row_of: Callable[[dict[str, Any]], tuple[Any, ...]]
+    conversions: tuple[tuple[int, Callable[[Any], Any]], ...]
+
+
+def _copy_plan(model: type[Model], connection: Any) -> _CopyPlan:
+    meta = model._meta
+    fields = [
+        f
+        for f in meta.concrete_fields
+        if not (f.primary_key and getattr(f, "db_returning", False))  # serial ids
+    ]
+    # All the attributes in one C call per row, then the few values that need converting.
+    names = [f.attname for f in fields]
+    row_of: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+        operator.itemgetter(*names) if len(names) > 1 else lambda values: (values[names[0]],)
+    )
+    conversions = tuple((i, c) for i, c in enumerate(map(_converter, fields)) if c is not None)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    sql = f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
+    return _CopyPlan(sql, row_of, conversions)
+
+
+def _rows_write(copy: Any, plan: _CopyPlan, objs: Iterable[Model]) -> None:
+    row_of, conversions = plan.row_of, plan.conversions
+    for obj in objs:
+        row = list(row_of(obj.__dict__))
+        for index, convert in conversions:
+            row[index] = convert(row[index])
+        copy.write_row(row)
+
+
 def rows_copy(model: type[Model], objs: Iterable[Model], *, using: str = "default") -> None:
     """Insert ``objs`` (unsaved instances) in one ``COPY``; the caller holds the transaction.
 
@@ -104,26 +146,118 @@ def rows_copy(model: type[Model], objs: Iterable[Model], *, using: str = "defaul
     first = next(objs, None)
     if first is None:
         return
-    meta = model._meta
-    fields = [
-        f
-        for f in meta.concrete_fields
-        if not (f.primary_key and getattr(f, "db_returning", False))  # serial ids
-    ]
-    # All the attributes in one C call per row, then the few values that need converting.
-    names = [f.attname for f in fields]
-    row_of = operator.itemgetter(*names) if len(names) > 1 else lambda values: (values[names[0]],)
-    conversions = [(i, c) for i, c in enumerate(map(_converter, fields)) if c is not None]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    sql = f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN"
+    plan = _copy_plan(model, connection)
     # The raw psycopg cursor: wrap its errors as Django's (IntegrityError and the rest).
     with (
         connection.wrap_database_errors,
         connection.cursor() as cursor,
-        cursor.cursor.copy(sql) as copy,
+        cursor.cursor.copy(plan.sql) as copy,
     ):
-        for obj in itertools.chain((first,), objs):
-            row = list(row_of(obj.__dict__))
-            for index, convert in conversions:
-                row[index] = convert(row[index])
-            copy.write_row(row)
+        _rows_write(copy, plan, itertools.chain((first,), objs))
+
+
+def _copy_end_sent(pgconn: Any) -> Any:
+    """psycopg's end of a COPY, but for the server's answer: send CopyDone and flush."""
+    while pgconn.put_copy_end(None) == 0:
+        while not (yield Wait.W):
+            continue
+    while True:
+        while not (yield Wait.W):
+            continue
+        if pgconn.flush() == 0:
+            return
+
+
+class _AnswerLater(LibpqWriter):
+    """A COPY writer that ends the COPY without waiting for the server to store the rows:
+    ``CopyStream`` reads its answer later."""
+
+    def finish(self, exc: BaseException | None = None) -> None:
+        if exc is not None:
+            super().finish(exc)
+            return
+        self.connection.wait(_copy_end_sent(self._pgconn))
+
+
+class CopyStream:
+    """``COPY`` batches of rows while the caller prepares the next ones (PostgreSQL).
+
+    One ``COPY`` at a time is in flight: its rows are sent and ended without waiting for
+    the server's answer, so that PostgreSQL stores them (the heap and index work, done
+    when the ``COPY`` ends) while this process maps the next batch. ``poll()`` reads an
+    answer that has arrived and starts the next queued batch, without blocking; leaving
+    the block waits for every batch and raises the first error (``IntegrityError`` on a
+    unique violation, as ``rows_copy`` does). On an exception inside the block the
+    answers are read and dropped, so that the caller's transaction can roll back.
+
+    Elsewhere (SQLite) each batch is written when added, with ``bulk_create``.
+    """
+
+    def __init__(self, *, using: str = "default") -> None:
+        self.using = using
+        self.connection = connections[using]
+        self.queued: deque[tuple[type[Model], Sequence[Model]]] = deque()
+        self.in_flight = False
+
+    def __enter__(self) -> CopyStream:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            self.flush()
+            return
+        self.queued.clear()
+        if self.in_flight:
+            with contextlib.suppress(Exception):  # the exception in hand is the one to raise
+                self._answer()
+
+    def add(self, model: type[Model], objs: Sequence[Model]) -> None:
+        if not objs:
+            return
+        if self.connection.vendor != "postgresql":
+            model._default_manager.using(self.using).bulk_create(list(objs))
+            return
+        self.queued.append((model, objs))
+        self.poll()
+
+    def idle(self) -> bool:
+        """True when no batch is waiting or being stored (after reading any answer in)."""
+        self.poll()
+        return not self.in_flight and not self.queued
+
+    def poll(self) -> None:
+        if self.in_flight:
+            pgconn = self.connection.connection.pgconn
+            with self.connection.wrap_database_errors:
+                pgconn.consume_input()
+            if pgconn.is_busy():
+                return
+            self._answer()
+        if self.queued:
+            self._send(*self.queued.popleft())
+
+    def flush(self) -> None:
+        """Wait until every batch added is stored."""
+        while self.in_flight or self.queued:
+            if self.in_flight:
+                self._answer()
+            if self.queued:
+                self._send(*self.queued.popleft())
+
+    def _send(self, model: type[Model], objs: Sequence[Model]) -> None:
+        plan = _copy_plan(model, self.connection)
+        with (
+            self.connection.wrap_database_errors,
+            self.connection.cursor() as cursor,
+            cursor.cursor.copy(plan.sql, writer=_AnswerLater(cursor.cursor)) as copy,
+        ):
+            _rows_write(copy, plan, objs)
+        self.in_flight = True
+
+    def _answer(self) -> None:
+        self.in_flight = False
+        raw = self.connection.connection
+        with self.connection.wrap_database_errors:
+            for result in raw.wait(fetch_many(raw.pgconn)):
+                if result.status != ExecStatus.COMMAND_OK:
+                    raise psycopg_errors.error_from_result(result, encoding=raw.pgconn._encoding)

@@ -18,7 +18,6 @@ import re
 import uuid
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -31,7 +30,7 @@ from django.db.models import Count, Field, Max, Q, Sum
 from django.dispatch import Signal
 from django.utils import timezone
 
-from traces.bulk import model_new, rows_copy
+from traces.bulk import CopyStream, model_new
 from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_rules_load
 from traces.models import ErrorRule, ErrorType, Step, Trace
 from traces.recorder import step_data_redact
@@ -80,6 +79,10 @@ _EXECUTOR_CODES = {
 }
 
 
+# Rows (Trace and Step) per COPY batch of a request's new traces: enough that a statement's
+# own cost stays small, few enough that the database stores one batch while the next is
+# mapped (bench/otlp_ingest.py; 32 to 96 measured alike).
+_COPY_BATCH = 48
 _NO_COST = Decimal(0)  # ingested runs carry no price; a Decimal is immutable, so one will do
 _FORMAT = re.compile(r"format|pars|json|schema|validation", re.IGNORECASE)
 
@@ -88,7 +91,7 @@ class OtlpRequestInvalid(ValueError):
     """The request body is not an OTLP ExportTraceServiceRequest."""
 
 
-@dataclass
+@dataclass(slots=True)
 class SpanIn:
     """One decoded span: ids as hex, times in nanoseconds, attributes as plain values."""
 
@@ -284,6 +287,57 @@ def _clean(value: Any, limit: int, secrets: list[str] | None = None) -> str:
     return redact_text(_text(value), secrets=secrets)[:limit]
 
 
+# Texts at most this long are remembered, redacted, for the rest of the request: provider,
+# model, span and tool names and error messages recur span after span.
+_REMEMBERED_TEXT_MAX = 256
+
+
+class _Redactor:
+    """Redaction for the spans of one request: the known secrets looked up once, and each
+    short text redacted once however often it recurs (the result depends on the text and
+    the secrets alone). It also remembers the error type of each distinct failure: the
+    same error, span after span, is classified once."""
+
+    __slots__ = ("_classified", "_done", "secrets")
+
+    def __init__(self, secrets: list[str] | None = None) -> None:
+        self.secrets = known_secrets() if secrets is None else secrets
+        self._done: dict[str, str] = {}
+        self._classified: dict[tuple[Any, ...], str] = {}
+
+    def error_type(self, span: SpanIn, rules: list[CompiledRule]) -> str:
+        """``span_classify``, once per distinct failure: the key is everything
+        ``span_error_event`` reads of the span."""
+        attrs = span.attributes
+        key = (
+            span.operation,
+            attrs.get("error.type"),
+            attrs.get("http.response.status_code"),
+            attrs.get("gen_ai.tool.call.result"),
+            span.status_message,
+            span.exception,
+        )
+        try:
+            done = self._classified.get(key)
+        except TypeError:  # a list or map attribute: not a key
+            return span_classify(span, rules)
+        if done is None:
+            done = self._classified[key] = span_classify(span, rules)
+        return done
+
+    def text(self, text: str) -> str:
+        if len(text) > _REMEMBERED_TEXT_MAX:
+            return redact_text(text, secrets=self.secrets)
+        done = self._done.get(text)
+        if done is None:
+            done = self._done[text] = redact_text(text, secrets=self.secrets)
+        return done
+
+    def clean(self, value: Any, limit: int) -> str:
+        """``_clean``: redacted whole, then cut to ``limit``."""
+        return self.text(_text(value))[:limit]
+
+
 def _int(value: Any) -> int:
     try:
         number = int(value)
@@ -359,20 +413,24 @@ def span_classify(span: SpanIn, rules: list[CompiledRule]) -> str:
 
 
 def span_step_fields(
-    span: SpanIn, rules: list[CompiledRule], *, secrets: list[str] | None = None
+    span: SpanIn,
+    rules: list[CompiledRule],
+    *,
+    secrets: list[str] | None = None,
+    redactor: _Redactor | None = None,
 ) -> dict[str, Any]:
     """The Step field values of one GenAI span, secrets redacted. ``secrets``: the known
-    ones (``known_secrets()``), looked up once for many spans."""
-    secrets = known_secrets() if secrets is None else secrets
+    ones (``known_secrets()``), looked up once for many spans; ``redactor``: the request's,
+    which remembers the texts it has redacted."""
+    redactor = _Redactor(secrets) if redactor is None else redactor
+    clean = redactor.clean
     attrs = span.attributes
     operation = span.operation
     phase = PHASE_OF_OPERATION.get(operation, Step.Phase.STOPPED)
     data: dict[str, Any] = {
         "phase": phase,
         "latency_ms": _int((span.end_ns - span.start_ns) // 1_000_000),
-        "llm_backend": _clean(
-            attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system"), 20, secrets
-        ),
+        "llm_backend": clean(attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system"), 20),
         "prompt_tokens": _int(attrs.get("gen_ai.usage.input_tokens")),
         "completion_tokens": _int(attrs.get("gen_ai.usage.output_tokens")),
     }
@@ -397,29 +455,27 @@ def span_step_fields(
         data["thought"] = _messages_text(attrs.get("gen_ai.output.messages"))
     if span.failed:
         data["ok"] = False
-        data["error_type"] = span_classify(span, rules)
+        data["error_type"] = redactor.error_type(span, rules)
         data["error_detail"] = _text(
             ": ".join(filter(None, [str(attrs.get("error.type") or ""), span.status_message]))
             + (f" ({span.exception})" if span.exception else ""),
             DETAIL_MAX,
         )
-    data = step_data_redact(data, secrets=secrets)
+    data = step_data_redact(data, secrets=redactor.secrets, redact=redactor.text)
     # Redacted here, string by string: the span ids are hex this module wrote, and a known
     # operation name is one of ours; everything else in them came from the exporter.
     data["details"] = {
         "otel": {
             "span_id": span.span_id,
             "parent_span_id": span.parent_span_id,
-            "name": _clean(span.name, 200, secrets),
+            "name": clean(span.name, 200),
             "operation": operation[:40]
             if operation in PHASE_OF_OPERATION or operation in RUN_OPERATIONS
-            else _clean(operation, 40, secrets),
-            "model": _clean(
-                attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model"),
-                100,
-                secrets,
+            else clean(operation, 40),
+            "model": clean(
+                attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model"), 100
             ),
-            "tool_call_id": _clean(attrs.get("gen_ai.tool.call.id"), 100, secrets),
+            "tool_call_id": clean(attrs.get("gen_ai.tool.call.id"), 100),
         }
     }
     return data
@@ -466,22 +522,24 @@ def _agent_ids(names: set[str], *, fresh: bool = False) -> dict[str, int]:
     return _agent_ids_resolver(names, fresh=fresh)
 
 
-def _trace_values(spans: list[SpanIn]) -> dict[str, Any]:
+def _trace_values(spans: list[SpanIn], redactor: _Redactor | None = None) -> dict[str, Any]:
+    redactor = _Redactor() if redactor is None else redactor
+    clean = redactor.clean
     root = next((s for s in spans if s.operation in RUN_OPERATIONS), None)
     model_span = next((s for s in spans if s.attributes.get("gen_ai.request.model")), None)
     attrs = root.attributes if root else {}
     query = _messages_text(attrs.get("gen_ai.input.messages")) or (root.name if root else "")
-    query = redact_text(query or spans[0].name)[:TEXT_MAX]
+    query = redactor.text(query or spans[0].name)[:TEXT_MAX]
     from traces.services import query_hash
 
     return {
         "query": query,
         "query_hash": query_hash(query),
-        "session_id": _clean(attrs.get("gen_ai.conversation.id"), 64),
-        "llm_backend": _clean(
+        "session_id": clean(attrs.get("gen_ai.conversation.id"), 64),
+        "llm_backend": clean(
             (model_span or spans[0]).attributes.get("gen_ai.provider.name") or "otel", 20
         ),
-        "llm_model": _clean(model_span.attributes.get("gen_ai.request.model"), 100)
+        "llm_model": clean(model_span.attributes.get("gen_ai.request.model"), 100)
         if model_span
         else "",
     }
@@ -497,7 +555,14 @@ def _is_root(span: SpanIn) -> bool:
     )
 
 
-def _trace_new(hex_id: str, group: list[SpanIn], *, agent_id: int, user_id: int | None) -> Trace:
+def _trace_new(
+    hex_id: str,
+    group: list[SpanIn],
+    *,
+    agent_id: int,
+    user_id: int | None,
+    redactor: _Redactor | None = None,
+) -> Trace:
     trace_uuid = uuid.UUID(hex=hex_id)
     return model_new(
         Trace,
@@ -510,7 +575,7 @@ def _trace_new(hex_id: str, group: list[SpanIn], *, agent_id: int, user_id: int 
             "status": Trace.Status.RUNNING,
             "policy_bucket": trace_uuid.int % 100,
             "started_at": _moment(min(s.start_ns for s in group)),
-            **_trace_values(group),
+            **_trace_values(group, redactor),
         },
     )
 
@@ -522,20 +587,20 @@ def _steps_new(
     number: int,
     failed_before: bool,
     rules: list[CompiledRule],
+    redactor: _Redactor,
 ) -> list[Step]:
     """The Step rows of a trace's spans not stored yet, numbered on from ``number``."""
     child_failed = failed_before or any(
         s.failed for s in fresh if s.operation not in RUN_OPERATIONS
     )
     steps = []
-    secrets = known_secrets()
     for span in sorted(fresh, key=lambda s: (s.start_ns, s.end_ns)):
         # A run span is the trace itself; it is a step only to carry a failure that no
         # model or tool span explains.
         if span.operation in RUN_OPERATIONS and (not span.failed or child_failed):
             continue
         number += 1
-        fields = span_step_fields(span, rules, secrets=secrets)
+        fields = span_step_fields(span, rules, redactor=redactor)
         steps.append(
             model_new(
                 Step,
@@ -614,23 +679,26 @@ def _spans_store(
     not found are taken to be new and written with ``COPY`` (a concurrent writer makes it
     fail with ``IntegrityError``); otherwise they are created if missing and locked."""
     ids = [uuid.UUID(hex=hex_id) for hex_id in by_trace]
+    redactor = _Redactor()
     if optimistic:
         stored = _traces_stored(ids)
         new = {h: g for h, g in by_trace.items() if h not in stored}
     else:
         Trace.objects.bulk_create(
             [
-                _trace_new(h, g, agent_id=agent_of[_agent_name(g)], user_id=user_id)
+                _trace_new(
+                    h, g, agent_id=agent_of[_agent_name(g)], user_id=user_id, redactor=redactor
+                )
                 for h, g in by_trace.items()
             ],
             ignore_conflicts=True,
         )
         new = {}
-    ended = _new_traces_store(new, agent_of, user_id, rules, result) if new else []
+    ended = _new_traces_store(new, agent_of, user_id, rules, result, redactor) if new else []
     old = {h: g for h, g in by_trace.items() if h not in new}
     if old:
         known = _traces_lock([uuid.UUID(hex=h) for h in old])
-        ended += _known_traces_store(old, known, agent_of, rules, result)
+        ended += _known_traces_store(old, known, agent_of, rules, result, redactor)
     result.trace_ids = [str(trace_id) for trace_id in ids]
     if ended:
         transaction.on_commit(partial(_runs_ended, ended))
@@ -657,40 +725,52 @@ def _new_traces_store(
     user_id: int | None,
     rules: list[CompiledRule],
     result: IngestResult,
+    redactor: _Redactor,
 ) -> list[str]:
     """Store traces no request has started: settled from their spans, with no reads.
 
-    The Step rows are streamed into their ``COPY`` trace by trace, as they are mapped, so
-    that the database stores one trace's steps while this process maps the next; the Trace
-    rows, settled from their steps, follow. (Django's foreign keys are deferred to the
-    commit, so the steps may go first.) The rollups are counted in the same pass."""
+    Traces are mapped one by one into their Trace and Step rows, and their rollup counters
+    added in the same pass. Whenever PostgreSQL has stored the last batch, the rows mapped
+    since go to it in ``COPY`` batches (``CopyStream``), ended without waiting: the database
+    stores them while the next traces are mapped. (Django's foreign keys are deferred to
+    the commit, so the steps may go first.)"""
     now = timezone.now()
-    traces: list[Trace] = []
     ended: list[tuple[Trace, int, int]] = []
     rollups = RollupAccumulator()
-
-    def steps_mapped() -> Iterator[Step]:
+    steps: list[Step] = []
+    traces: list[Trace] = []
+    with CopyStream() as stream:
         for hex_id, group in groups.items():
             trace = _trace_new(
-                hex_id, group, agent_id=agent_of[_agent_name(group)], user_id=user_id
+                hex_id,
+                group,
+                agent_id=agent_of[_agent_name(group)],
+                user_id=user_id,
+                redactor=redactor,
             )
             trace.created_at = now
             fresh = list({_span_key(s): s for s in group}.values())  # a span sent twice
             result.duplicates += len(group) - len(fresh)
-            own = _steps_new(trace, fresh, number=0, failed_before=False, rules=rules)
+            own = _steps_new(
+                trace, fresh, number=0, failed_before=False, rules=rules, redactor=redactor
+            )
             root = next((s for s in fresh if _is_root(s)), None)
             totals = _totals_of(own)
-            if _trace_settle(trace, root, totals):
+            if _trace_settle(trace, root, totals, redactor):
                 ended.append((trace, totals["failed"], totals["action_steps"]))
-            traces.append(trace)
             dims = trace_dims(trace)
-            for step in own:
-                rollups.add_step_row(step, dims)
+            rollups.add_step_rows(own, dims)
             result.accepted += len(own)
-            yield from own
-
-    rows_copy(Step, steps_mapped())
-    rows_copy(Trace, traces)
+            steps += own
+            traces.append(trace)
+            # The rows mapped so far go to PostgreSQL as soon as it has stored the last
+            # batch: it stores them while the next traces are mapped.
+            if len(steps) + len(traces) >= _COPY_BATCH and stream.idle():
+                stream.add(Step, steps)
+                stream.add(Trace, traces)  # sent when PostgreSQL has stored the steps
+                steps, traces = [], []
+        stream.add(Step, steps)
+        stream.add(Trace, traces)
     rollups.add_runs(ended)
     rollups.save()
     return [str(trace.pk) for trace, _, _ in ended]
@@ -702,6 +782,7 @@ def _known_traces_store(
     agent_of: dict[str, int],
     rules: list[CompiledRule],
     result: IngestResult,
+    redactor: _Redactor,
 ) -> list[str]:
     """Store the spans of traces an earlier request started (locked by the caller)."""
     ids = [t.pk for t in traces.values()]
@@ -732,7 +813,7 @@ def _known_traces_store(
             # Spans are exported as they end, children first: the run span names the
             # query and the agent, whatever an earlier request guessed.
             trace.agent_id = agent_of[_agent_name(group)]
-            values = _trace_values(group)
+            values = _trace_values(group, redactor)
             trace.query, trace.query_hash = values["query"], values["query_hash"]
             trace.session_id = values["session_id"]
         steps += _steps_new(
@@ -741,6 +822,7 @@ def _known_traces_store(
             number=last.get(trace.pk) or 0,
             failed_before=trace.pk in failed_before,
             rules=rules,
+            redactor=redactor,
         )
     Step.objects.bulk_create(steps)
     rollups_record_steps(steps=steps)
@@ -781,7 +863,9 @@ def _totals_of(steps: list[Step]) -> dict[str, Any]:
     }
 
 
-def _trace_settle(trace: Trace, root: SpanIn | None, totals: dict[str, Any]) -> bool:
+def _trace_settle(
+    trace: Trace, root: SpanIn | None, totals: dict[str, Any], redactor: _Redactor | None = None
+) -> bool:
     """Set a trace's status, outcome and totals; True when its run has just ended (its
     root span arrived for the first time)."""
     failed = bool(totals.get("failed")) or (root is not None and root.failed)
@@ -803,7 +887,8 @@ def _trace_settle(trace: Trace, root: SpanIn | None, totals: dict[str, Any]) -> 
         return False
     just_ended = trace.finished_at is None
     trace.finished_at = _moment(root.end_ns)
-    trace.final_answer = redact_text(_messages_text(root.attributes.get("gen_ai.output.messages")))
+    answer = _messages_text(root.attributes.get("gen_ai.output.messages"))
+    trace.final_answer = redactor.text(answer) if redactor else redact_text(answer)
     return just_ended
 
 

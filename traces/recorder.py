@@ -6,6 +6,7 @@ import asyncio
 import functools
 import logging
 import weakref
+from collections.abc import Callable
 from dataclasses import asdict, fields, replace
 from datetime import timedelta
 from decimal import Decimal
@@ -42,14 +43,22 @@ class RunConflict(Exception):
     """Another worker is writing this trace's steps: this delivery must stand down."""
 
 
-def step_data_redact(data: dict[str, Any], *, secrets: list[str] | None = None) -> dict[str, Any]:
+def step_data_redact(
+    data: dict[str, Any],
+    *,
+    secrets: list[str] | None = None,
+    redact: Callable[[str], str] | None = None,
+) -> dict[str, Any]:
     """A Step's field values with secret-looking values redacted, ready to store.
-    ``secrets``: the known ones (``known_secrets()``), looked up once for many steps."""
+    ``secrets``: the known ones (``known_secrets()``), looked up once for many steps;
+    ``redact``: what redacts a text field, when the caller remembers texts it has redacted
+    (``redact_text`` with ``secrets`` otherwise)."""
     redacted = dict(data)
     secrets = known_secrets() if secrets is None else secrets
     for name in _REDACTED_TEXT_FIELDS:
         if redacted.get(name):
-            redacted[name] = redact_text(str(redacted[name]), secrets=secrets)
+            text = str(redacted[name])
+            redacted[name] = redact(text) if redact else redact_text(text, secrets=secrets)
     for name in _REDACTED_JSON_FIELDS:
         if redacted.get(name):
             redacted[name] = redact_value(redacted[name], secrets=secrets)

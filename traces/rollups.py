@@ -157,6 +157,32 @@ class RollupAccumulator:
         _add(self.step_hourly, (hour, *tail), counts)
         _add(self.step_daily, (day_of(hour), *tail), counts)
 
+    def add_step_rows(self, steps: Iterable[Step], dims: TraceDims) -> None:
+        """Count a trace's freshly inserted steps, as ``add_step_row`` does one by one (the
+        ingest's loop: the trace's dimensions are unpacked once, each hour's day once)."""
+        head = (dims.origin, dims.agent_id, dims.policy_version, dims.bucket_band)
+        days: dict[datetime, datetime] = {}
+        action, tool = Step.Phase.ACTION, Step.ActionType.TOOL
+        for step in steps:
+            ok, error_type = step.ok, step.error_type
+            is_action = step.phase == action and step.action_type == tool
+            counts = (
+                1,
+                0 if ok else 1,
+                1 if is_action else 0,
+                1 if is_action and (not ok or bool(error_type)) else 0,
+                step.latency_ms,
+                step.prompt_tokens + step.completion_tokens,
+                Decimal(step.cost_usd),
+            )
+            tail = (*head, step.tool_name, endpoint_label(step.endpoint), error_type)
+            hour = hour_of(step.created_at)
+            day = days.get(hour)
+            if day is None:
+                day = days[hour] = day_of(hour)
+            _add(self.step_hourly, (hour, *tail), counts)
+            _add(self.step_daily, (day, *tail), counts)
+
     def add_step_row(self, step: Step, dims: TraceDims) -> None:
         """Count one freshly inserted step of a trace with dimensions ``dims``."""
         self.add_step(

@@ -253,3 +253,157 @@ def test_a_secret_anywhere_in_a_span_reaches_no_stored_row(
     for secret in (key, "4111", "hunter2secret", "kept-out-1"):
         assert secret not in stored, secret
     assert stored.count("[REDACTED]") >= 14
+
+
+@pytest.mark.django_db
+def test_a_text_redacted_once_per_request_is_redacted_afresh_in_the_next(
+    error_rules: None, settings: Any
+) -> None:
+    """The ingest redacts each recurring short text (provider, model, span and tool names,
+    error messages) once per request. A secret configured after one request is redacted
+    from the same text in the next: what a request remembers is not kept for later ones."""
+    settings.LLM_API_KEY = "Zq8-first-configured-key"
+    later = "Zq8-later-key"  # short: the provider column holds 20 characters
+    first_hex, second_hex = uuid.uuid4().hex, uuid.uuid4().hex
+    batches = []
+    for trace_hex in (first_hex, second_hex):
+        chat, tool, root = _spans(trace_hex)
+        chat.attributes["gen_ai.provider.name"] = f"p {later}"
+        tool.status_message = f"refused {later}"
+        batches.append([chat, tool, root])
+    twin_hex = uuid.uuid4().hex
+    twin = _spans(twin_hex)
+    twin[0].attributes["gen_ai.provider.name"] = f"p {later}"
+
+    otlp_spans_ingest([*batches[0], *twin], user_id=None)
+    settings.LLM_API_KEY = later
+    otlp_spans_ingest(batches[1], user_id=None)
+
+    def stored(trace_hex: str) -> str:
+        return json.dumps(
+            list(
+                Step.objects.filter(trace_id=uuid.UUID(hex=trace_hex)).values(
+                    "llm_backend", "error_detail"
+                )
+            )
+        )
+
+    # Not a secret yet: kept, the same in both traces of the first request.
+    assert stored(first_hex).count(later) == 2
+    assert later in stored(twin_hex)
+    # A secret by the second request: redacted, though the first request redacted (and
+    # remembered) the very same texts without it.
+    assert later not in stored(second_hex)
+    assert stored(second_hex).count("[REDACTED]") == 2
+
+
+def test_the_request_redactor_gives_what_redact_text_gives() -> None:
+    from traces.redaction import known_secrets, redact_text
+
+    redactor = otlp._Redactor()
+    texts = [
+        "openai",
+        "password=hunter2secret",
+        "card 4111 1111 1111 1111",
+        "x" * 300 + " token=abcdef123456",
+        "",
+    ]
+    for text in texts * 2:  # the second time from what the redactor remembers
+        assert redactor.text(text) == redact_text(text, secrets=known_secrets())
+    assert redactor.clean("password=hunter2secret", 12) == "password=[RE"
+    assert redactor.clean(None, 5) == ""
+
+
+def _step_rows(trace: Trace, numbers: range) -> list[Step]:
+    return [
+        model_new(
+            Step,
+            {
+                "trace_id": trace.pk,
+                "step_number": n,
+                "started_at": trace.started_at,
+                "phase": Step.Phase.REASONING,
+                "details": {"n": n},
+            },
+        )
+        for n in numbers
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_copy_stream_stores_every_batch_while_the_caller_goes_on(error_rules: None) -> None:
+    """Batches go one COPY at a time, each ended without waiting for the database; leaving
+    the block waits for all of them."""
+    from traces.bulk import CopyStream
+
+    trace_hex = uuid.uuid4().hex
+    otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
+    with transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(10, 40)))
+        assert stream.in_flight  # sent and ended, its answer not read yet
+        stream.add(Step, _step_rows(trace, range(40, 45)))  # queued, or sent once it is stored
+        stream.add(Step, [])
+        assert len(stream.queued) <= 1 and stream.in_flight
+        while not stream.idle():  # the caller's work, meanwhile
+            pass
+        stream.add(Step, _step_rows(trace, range(45, 50)))
+    numbers = list(
+        Step.objects.filter(trace=trace, step_number__gte=10).values_list("step_number", flat=True)
+    )
+    assert sorted(numbers) == list(range(10, 50))
+    assert Step.objects.get(trace=trace, step_number=47).details == {"n": 47}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_copy_stream_raises_a_refused_batch_and_leaves_the_connection_usable(
+    error_rules: None,
+) -> None:
+    """A unique violation in a batch surfaces as Django's IntegrityError, the transaction
+    rolls back whole, and an error of the caller's own while a COPY is in flight is the one
+    raised: the stream reads the answer and drops it, so the rollback can run."""
+    from traces.bulk import CopyStream
+
+    trace_hex = uuid.uuid4().hex
+    otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
+    before = Step.objects.count()
+    with pytest.raises(IntegrityError), transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(10, 20)))
+        stream.add(Step, _step_rows(trace, range(1, 3)))  # numbers the trace already has
+    assert Step.objects.count() == before
+
+    # Without reading the answer in flight, the rollback would fail and Django would drop
+    # the connection: the same one must serve on.
+    from django.db import connection
+
+    raw = connection.connection
+    with pytest.raises(ZeroDivisionError), transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(20, 30)))
+        stream.add(Step, _step_rows(trace, range(1, 3)))  # queued, or sent: refused either way
+        assert stream.in_flight
+        _ = 1 / 0
+    assert Step.objects.count() == before  # rolled back, and the connection answers
+
+    with pytest.raises(ValueError), transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(1, 3)))  # refused, the answer unread
+        raise ValueError("the caller's own error")
+    assert Step.objects.filter(trace=trace).count() == 2
+    assert connection.connection is raw
+
+
+@pytest.mark.django_db
+def test_the_request_remembers_each_distinct_failure_classified_once(error_rules: None) -> None:
+    from traces.classifier import error_rules_load
+
+    rules = error_rules_load()
+    redactor = otlp._Redactor()
+    tool = _spans(uuid.uuid4().hex)[1]
+    same = _spans(uuid.uuid4().hex)[1]
+    other = _spans(uuid.uuid4().hex, tool_status=503)[1]
+    listed = _spans(uuid.uuid4().hex)[1]
+    listed.attributes["gen_ai.tool.call.result"] = ["not", "hashable"]
+    for span in (tool, same, other, listed):
+        assert redactor.error_type(span, rules) == otlp.span_classify(span, rules)
+    assert redactor.error_type(tool, rules) != redactor.error_type(other, rules)
+    assert len(redactor._classified) == 2  # the list-valued one is classified, not kept

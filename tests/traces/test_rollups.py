@@ -354,3 +354,35 @@ def test_replays_and_experiments_stay_out_of_customer_metrics(
     replays = client.get("/traces/?origin=replay").context["page"].object_list
     assert [t.origin for t in replays] == ["replay"]
     assert len(client.get("/traces/?origin=all").context["page"].object_list) == 3
+
+
+def test_a_traces_steps_counted_together_count_as_one_by_one() -> None:
+    """``add_step_rows`` (the OTLP ingest's loop) keeps the counters ``add_step_row`` keeps."""
+    from traces.bulk import model_new
+    from traces.rollups import RollupAccumulator, TraceDims
+
+    dims = TraceDims(origin="external", agent_id=7, policy_version="v3", bucket_band=25)
+    hour = datetime(2026, 12, 4, 21, tzinfo=UTC)
+    steps = [
+        model_new(Step, values)
+        for values in (
+            {"phase": Step.Phase.REASONING, "latency_ms": 40, "prompt_tokens": 9,
+             "completion_tokens": 2, "created_at": hour + timedelta(minutes=5)},
+            {"phase": Step.Phase.ACTION, "action_type": Step.ActionType.TOOL,
+             "tool_name": "get_order", "endpoint": "https://shop.example/orders/123",
+             "ok": False, "error_type": "NOT_FOUND", "latency_ms": 90,
+             "cost_usd": Decimal("0.25"), "created_at": hour + timedelta(minutes=7)},
+            {"phase": Step.Phase.ACTION, "action_type": Step.ActionType.TOOL,
+             "tool_name": "get_order", "endpoint": "https://shop.example/orders/456",
+             "latency_ms": 30, "created_at": hour + timedelta(hours=1, minutes=1)},
+            {"phase": Step.Phase.ACTION, "action_type": Step.ActionType.TOOL, "ok": True,
+             "error_type": "SCHEMA_DRIFT", "created_at": hour + timedelta(days=1)},
+        )
+    ]  # fmt: skip
+    together, one_by_one = RollupAccumulator(), RollupAccumulator()
+    together.add_step_rows(steps, dims)
+    for step in steps:
+        one_by_one.add_step_row(step, dims)
+    assert together.step_hourly == one_by_one.step_hourly
+    assert together.step_daily == one_by_one.step_daily
+    assert len(together.step_hourly) == 4 and len(together.step_daily) == 4
