@@ -85,6 +85,13 @@ class RecordedRequest:
     json: Any = None
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: with tens of runs opening a connection at once,
+    # the kernel dropped the rest of the SYNs, and each of those calls waited a second for
+    # the retransmission (or failed), as no real model server makes a client wait.
+    request_queue_size = 1024
+
+
 @dataclass
 class FakeOpenAIServer:
     """Threaded loopback server; a context manager, or ``start()`` / ``stop()``."""
@@ -139,7 +146,7 @@ class FakeOpenAIServer:
 
     def start(self) -> None:
         self._stopping.clear()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(self))
+        self._httpd = _Server(("127.0.0.1", 0), _handler_class(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,

@@ -413,3 +413,28 @@ def test_a_401_body_echoing_the_key_never_reaches_the_error_or_the_logs(
     assert "Incorrect API key provided: [REDACTED]" in str(error)
     assert api_key not in str(error)
     assert all(api_key not in repr(r.__dict__) for r in caplog.records)
+
+
+def test_the_fake_server_answers_many_calls_at_once_on_their_first_attempt() -> None:
+    """Benchmarks put hundreds of runs on this server at once: every connection must be
+    accepted, not dropped from a short listen backlog (socketserver's default is 5, which
+    failed or delayed by a SYN retransmission calls that a real server answers)."""
+
+    def responder(request: object) -> tuple[str, str]:
+        return ("ok", VALID_STEP)
+
+    calls = 64
+    with FakeOpenAIServer(responder=responder) as server:
+        llm = build_llm(server.base_url, max_retries=0)
+
+        async def all_at_once() -> list[LLMResponse]:
+            return await asyncio.gather(
+                *(
+                    llm.complete(messages=MESSAGES, schema=ReasoningStep, purpose="reasoning")
+                    for _ in range(calls)
+                )
+            )
+
+        responses = asyncio.run(all_at_once())
+    assert [r.attempts for r in responses] == [1] * calls
+    assert len(server.requests) == calls
