@@ -602,9 +602,19 @@ async def run_execute(
         final_answer=outcome.final_answer,
         error_type=outcome.error_type,
         outcome=outcome.outcome,
+        learn=reflect,  # marked as owed to the learning loop in the same UPDATE
     )
     if reflect:
-        await db_async(run_ended.send)(sender=Trace, trace_id=trace_id, trace=finished)
+        # A failed hand-off (the broker away) must not fail the ended run: it stays marked
+        # and the learning loop's sweep retries it.
+        for _, error in await db_async(run_ended.send_robust)(
+            sender=Trace, trace_id=trace_id, trace=finished
+        ):
+            if isinstance(error, Exception):
+                logger.warning(
+                    "run.learning_deferred",
+                    extra={"trace_id": trace_id, "error": f"{type(error).__name__}: {error}"},
+                )
     return outcome
 
 

@@ -21,5 +21,7 @@ customer_memory_changed = Signal()
 # Sent with ``trace_id`` after a run ends (not for replays): the learning loop scores the
 # strategies it applied and queues Reflexion if it failed (``policies.apps``). Receivers run
 # in the caller's thread, after the trace is finished. ``trace``, when given, is the finished
-# row as ``trace_finish`` saved it (receivers need not read it again).
+# row as ``trace_finish`` saved it (receivers need not read it again), marked as owed to the
+# learning loop (``Trace.learning``). It is sent with ``send_robust``: a receiver that fails
+# leaves the mark for its own retry and does not fail the run.
 run_ended = Signal()

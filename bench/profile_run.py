@@ -141,8 +141,8 @@ PARTS = (
     ("agents/tools/ssrf.py", "ssrf_safe_request"),
     ("traces/services.py", "trace_finish"),
     ("policies/services.py", "run_ended"),
-    ("policies/services.py", "run_outcomes_record"),
-    ("policies/tasks.py", "reflexion_enqueue"),
+    ("policies/services.py", "_outcomes_record"),
+    ("policies/tasks.py", "reflexion_queue"),
 )
 
 

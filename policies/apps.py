@@ -29,6 +29,12 @@ def _evaluate_rollouts() -> object:
     return evaluate_rollouts()
 
 
+def _learning_sweep() -> object:
+    from policies.tasks import runs_learning_sweep
+
+    return runs_learning_sweep()
+
+
 class PoliciesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "policies"
@@ -51,6 +57,12 @@ class PoliciesConfig(AppConfig):
             "policies.evaluate_rollouts",
             _evaluate_rollouts,
             interval_seconds=settings.ROLLOUT_EVALUATE_INTERVAL_SECONDS,
+        )
+        # Runs whose hand-off to this loop was cut short (a worker killed, the broker away).
+        periodic_job_register(
+            "policies.learning_sweep",
+            _learning_sweep,
+            interval_seconds=settings.LEARNING_SWEEP_INTERVAL_SECONDS,
         )
 
 

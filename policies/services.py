@@ -181,6 +181,11 @@ def run_outcomes_record(
     # the error types the run met.
     if rows is None:
         rows = _scored_steps(trace.pk)
+    return _outcomes_record(_run_outcomes(trace, rows), trace_id=trace_id)
+
+
+def _run_outcomes(trace: Trace, rows: list[_ScoredStep]) -> list[tuple[int, bool]]:
+    """What each strategy that acted on the ended run scores (``run_outcomes_record``)."""
     steps = [row for row in rows if row.strategies_applied != []]
     error_types = {row.error_type for row in rows if row.error_type}
     grounded = trace.outcome in GROUNDED_OUTCOMES
@@ -200,6 +205,13 @@ def run_outcomes_record(
                 target = applied.get("error_type") or ""
                 run_level[strategy_id] = grounded and target not in error_types
     outcomes += list(run_level.items())
+    return outcomes
+
+
+def _outcomes_record(outcomes: list[tuple[int, bool]], *, trace_id: str) -> dict[int, bool]:
+    """Record each outcome on its strategy, skipping strategies deleted since the run."""
+    if not outcomes:
+        return {}
     known = set(
         Strategy.objects.filter(pk__in=[sid for sid, _ in outcomes]).values_list("pk", flat=True)
     )
@@ -299,14 +311,44 @@ def strategy_reject(*, strategy: Strategy, actor: Any = None, reason: str = "") 
 
 def run_ended(*, trace_id: str, trace: Trace | None = None) -> None:
     """After a run: score the strategies it applied, then queue Reflexion if it failed.
-    Both use one row of the run (scoring writes strategies, never the trace): ``trace``, the
-    finished row the caller holds, or one read here."""
-    from policies.tasks import reflexion_enqueue
+
+    Only a run its end marked as owed (``Trace.learning``) is learned from, and each step
+    of the hand-off clears its part of the mark once done, so that a hand-off cut short
+    (a worker killed, the broker away) is finished by the learning sweep
+    (``policies.tasks.runs_learning_sweep``), and one repeated scores nothing twice:
+    - ``pending`` -> ``scored``: the strategies' scores commit with the claim, so exactly
+      one caller scores the run;
+    - ``scored`` -> blank: once Reflexion is queued (or not wanted). A broker that refuses
+      the job leaves the run ``scored`` for the sweep.
+
+    ``trace`` is the finished row the caller holds, or one is read here."""
+    from policies.tasks import reflexion_queue, reflexion_wanted
 
     if trace is None:
         trace = Trace.objects.get(pk=trace_id)
+    if not trace.learning or not trace.is_terminal:
+        return
     # Scoring and Reflexion's check read the same steps: once (an ended run's steps are
     # all written).
-    rows = _scored_steps(trace.pk) if trace.is_terminal else None
-    run_outcomes_record(trace_id=trace_id, trace=trace, rows=rows)
-    reflexion_enqueue(trace_id=trace_id, trace=trace, steps=rows)
+    rows = _scored_steps(trace.pk)
+    wanted = reflexion_wanted(trace, rows)
+    owed = Trace.objects.filter(pk=trace.pk)
+    if trace.learning == Trace.Learning.PENDING:
+        outcomes = _run_outcomes(trace, rows)
+        then = Trace.Learning.SCORED if wanted else ""
+        claim = owed.filter(learning=Trace.Learning.PENDING)
+        if outcomes:
+            with transaction.atomic():
+                claimed = claim.update(learning=then)
+                if claimed:
+                    _outcomes_record(outcomes, trace_id=trace_id)
+        else:  # one statement: no transaction needed
+            claimed = claim.update(learning=then)
+        if not claimed:  # another hand-off (the sweep, a redelivery) took the run
+            return
+        trace.learning = then
+    if wanted:
+        reflexion_queue(trace_id=trace_id, trace=trace)  # raises while the broker is away
+    if trace.learning:
+        owed.filter(learning=Trace.Learning.SCORED).update(learning="")
+        trace.learning = ""

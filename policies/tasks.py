@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
+from django.utils import timezone
 
 from policies.models import Experiment
 from traces.models import Trace
@@ -83,30 +85,83 @@ def reflexion_enqueue(
     """Queue Reflexion for a failed run unless its error signatures were just handled.
     ``trace`` is the run's row and ``steps`` every step's ``ok`` and ``error_type`` when the
     caller has read them already."""
-    from policies.reflexion import trace_needs_reflexion
-
     if trace is None:
         trace = Trace.objects.filter(pk=trace_id).first()
-    if (
-        trace is None
-        or not settings.REFLEXION_ENABLED
-        or not trace_needs_reflexion(trace, steps=steps)
-    ):
+    if trace is None or not reflexion_wanted(trace, steps):
         return False
-    # An A/B experiment's control arm is the loop switched off: it must not learn either.
-    if trace.experiment_arm == Experiment.Arm.CONTROL:
-        return False
+    return reflexion_queue(trace_id=trace_id, trace=trace)
+
+
+def reflexion_wanted(trace: Trace, steps: list[Any] | None = None) -> bool:
+    """Whether the ended run is one Reflexion learns from: it failed in a way Reflexion can
+    learn from, Reflexion is on, and the run is not an A/B experiment's control arm (the
+    loop switched off: it must not learn either)."""
+    from policies.reflexion import trace_needs_reflexion
+
+    return (
+        settings.REFLEXION_ENABLED
+        and trace.experiment_arm != Experiment.Arm.CONTROL
+        and trace_needs_reflexion(trace, steps=steps)
+    )
+
+
+def reflexion_queue(*, trace_id: str, trace: Trace) -> bool:
+    """Queue Reflexion for the run unless all its error signatures were handled within
+    ``REFLEXION_DEBOUNCE_SECONDS``. If the broker refuses the job, the signatures claimed
+    here are released before the error propagates, so that a retry is not debounced."""
     window = settings.REFLEXION_DEBOUNCE_SECONDS
     fresh = [
-        sig for sig in _signatures(trace) if window <= 0 or cache.add(f"reflexion:{sig}", 1, window)
+        f"reflexion:{sig}"
+        for sig in _signatures(trace)
+        if window <= 0 or cache.add(f"reflexion:{sig}", 1, window)
     ]
     if not fresh:
         return False
-    if settings.AGENT_EXECUTOR == "celery":
-        reflect_trace.delay(trace_id)
-    else:
-        _pending.append(_inprocess.submit(_reflect_inprocess, trace_id))
+    try:
+        if settings.AGENT_EXECUTOR == "celery":
+            reflect_trace.delay(trace_id)
+        else:
+            _pending.append(_inprocess.submit(_reflect_inprocess, trace_id))
+    except Exception:
+        if window > 0:
+            cache.delete_many(fresh)
+        raise
     return True
+
+
+def runs_learning_sweep(*, limit: int = 200) -> int:
+    """Hand again to the learning loop the ended runs whose hand-off never finished (still
+    marked in ``Trace.learning`` ``LEARNING_SWEEP_GRACE_SECONDS`` after they ended), oldest
+    first, at most ``limit``; return how many were handed off without an error. One run's
+    failure (the broker still away) leaves it marked for the next pass."""
+    from policies.services import run_ended
+
+    horizon = timezone.now() - timedelta(seconds=settings.LEARNING_SWEEP_GRACE_SECONDS)
+    owed = list(
+        Trace.objects.exclude(learning="")
+        .filter(finished_at__lt=horizon)
+        .order_by("finished_at")[:limit]
+    )
+    done = 0
+    for trace in owed:
+        try:
+            run_ended(trace_id=str(trace.pk), trace=trace)
+        except Exception:
+            logger.warning(
+                "learning.sweep_deferred", exc_info=True, extra={"trace_id": str(trace.pk)}
+            )
+            continue
+        done += 1
+    if owed:
+        logger.info("learning.swept", extra={"owed": len(owed), "handed_off": done})
+    return done
+
+
+@shared_task(name="policies.learning_sweep", ignore_result=True, soft_time_limit=50)
+def learning_sweep() -> int:
+    """Finish the learning hand-offs that were cut short (Celery beat runs this every
+    ``LEARNING_SWEEP_INTERVAL_SECONDS``; the embedded shape's worker loop does too)."""
+    return runs_learning_sweep()
 
 
 def _reflect_inprocess(trace_id: str) -> None:

@@ -67,6 +67,16 @@ class Trace(models.Model):
         # Ingested over OTLP from an agent built with another framework.
         EXTERNAL = "external"
 
+    class Learning(models.TextChoices):
+        """What the learning loop still owes an ended run; blank: nothing.
+
+        Set when the run ends, in the same UPDATE, so that a worker that dies before the
+        hand-off, or a broker that is away, leaves a mark that the learning sweep finds.
+        """
+
+        PENDING = "pending", "Outcome to score, Reflexion to queue"
+        SCORED = "scored", "Scored; Reflexion to queue"
+
     TERMINAL_STATUSES = (Status.FINISHED, Status.FALLBACK, Status.FAILED)
     # The status each outcome implies: only an answer or a question is a success.
     OUTCOME_STATUS = {
@@ -131,6 +141,9 @@ class Trace(models.Model):
     # plain id, since the trace store sits below the learning loop.
     experiment_pk = models.PositiveIntegerField(null=True, blank=True)
     experiment_arm = models.CharField(max_length=10, blank=True)
+    learning = models.CharField(
+        max_length=8, choices=Learning.choices, blank=True, default="", db_default=""
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -151,6 +164,12 @@ class Trace(models.Model):
             models.Index(fields=["policy_version", "created_at"], name="trace_version_time"),
             models.Index(fields=["policy_bucket", "created_at"], name="trace_bucket_time"),
             models.Index(fields=["total_latency_ms"], name="trace_latency"),
+            # The learning sweep's work list: small, since a mark lives for seconds.
+            models.Index(
+                fields=["finished_at"],
+                name="trace_learning_owed",
+                condition=~models.Q(learning=""),
+            ),
         ]
         # Without it a user sees only the runs they started.
         permissions = [

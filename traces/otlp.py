@@ -844,6 +844,7 @@ _SETTLED_FIELDS = [
     "total_tokens",
     "finished_at",
     "final_answer",
+    "learning",
 ]
 
 
@@ -887,6 +888,8 @@ def _trace_settle(
         return False
     just_ended = trace.finished_at is None
     trace.finished_at = _moment(root.end_ns)
+    if just_ended:  # owed to the learning loop until it has taken the run
+        trace.learning = Trace.Learning.PENDING
     answer = _messages_text(root.attributes.get("gen_ai.output.messages"))
     trace.final_answer = redactor.text(answer) if redactor else redact_text(answer)
     return just_ended
@@ -943,8 +946,9 @@ def _traces_settle(traces: dict[str, Trace], roots: dict[str, SpanIn]) -> list[s
 def _runs_ended(trace_ids: list[str]) -> None:
     """Tell the learning loop, once per request, which runs have just ended. The receiver
     only hands them off (a worker scores and reflects on them), so the exporter's request
-    does not wait on learning."""
+    does not wait on learning. The runs are marked ``Trace.Learning.PENDING`` in the same
+    commit as their spans, so a hand-off lost here is retried by the learning sweep."""
     try:
         external_runs_ended.send(sender=Trace, trace_ids=trace_ids)
-    except Exception:  # the spans are stored; learning from them can be retried
+    except Exception:  # the spans are stored, the runs marked: the sweep retries them
         logger.exception("otlp.runs_ended_failed", extra={"trace_ids": trace_ids})

@@ -174,9 +174,19 @@ def _step_totals(trace_id: str) -> dict[str, Any]:
 
 
 def trace_finish(
-    *, trace_id: str, status: str, final_answer: str, error_type: str = "", outcome: str = ""
+    *,
+    trace_id: str,
+    status: str,
+    final_answer: str,
+    error_type: str = "",
+    outcome: str = "",
+    learn: bool = False,
 ) -> Trace:
     """Set the terminal status, the outcome and the totals computed from the trace's steps.
+
+    With ``learn``, the same UPDATE marks the run as owed to the learning loop
+    (``Trace.Learning.PENDING``): the hand-off that follows clears the mark, and the
+    learning sweep retries it if the hand-off never happens.
 
     The outcome decides the status (``Trace.OUTCOME_STATUS``): a run that ends by telling
     the customer a lookup failed is ``failed`` even though the model wrote a final answer.
@@ -210,8 +220,12 @@ def trace_finish(
             last_call=totals["last_call"],
         )
         trace.finished_at = timezone.now()
+        fields = ["learning"] if learn else []
+        if learn:
+            trace.learning = Trace.Learning.PENDING
         trace.save(
             update_fields=[
+                *fields,
                 "status",
                 "outcome",
                 "final_answer",

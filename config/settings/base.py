@@ -153,6 +153,11 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # How often open canary rollouts are judged: by Celery beat, or by the embedded worker.
 ROLLOUT_EVALUATE_INTERVAL_SECONDS = env.float("ROLLOUT_EVALUATE_INTERVAL_SECONDS", default=60.0)
+# The learning sweep (policies.tasks.runs_learning_sweep): every this many seconds (Celery
+# beat, or the embedded worker), ended runs whose hand-off to the learning loop (scoring,
+# Reflexion) has not finished this many seconds after they ended are handed off again.
+LEARNING_SWEEP_INTERVAL_SECONDS = env.float("LEARNING_SWEEP_INTERVAL_SECONDS", default=60.0)
+LEARNING_SWEEP_GRACE_SECONDS = env.float("LEARNING_SWEEP_GRACE_SECONDS", default=300.0)
 # Retention (traces.retention): ended runs older than this many days are deleted with their
 # steps, in batches, once per TRACE_PRUNE_INTERVAL_SECONDS (Celery beat, or the embedded
 # worker). 0 keeps every run forever. `manage.py traces_prune` runs a pass by hand.
@@ -166,6 +171,10 @@ CELERY_BEAT_SCHEDULE = {
     "policies-evaluate-rollouts": {
         "task": "policies.evaluate_rollouts",
         "schedule": ROLLOUT_EVALUATE_INTERVAL_SECONDS,
+    },
+    "policies-learning-sweep": {
+        "task": "policies.learning_sweep",
+        "schedule": LEARNING_SWEEP_INTERVAL_SECONDS,
     },
     # A no-op while TRACE_RETENTION_DAYS is 0.
     "traces-prune": {

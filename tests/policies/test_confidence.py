@@ -174,7 +174,9 @@ def _scored_run(
         ]
     )
     status = Trace.OUTCOME_STATUS[Trace.Outcome(outcome)]
-    Trace.objects.filter(pk=trace.pk).update(status=status, outcome=outcome)
+    Trace.objects.filter(pk=trace.pk).update(
+        status=status, outcome=outcome, finished_at=now, learning=Trace.Learning.PENDING
+    )
     return trace
 
 

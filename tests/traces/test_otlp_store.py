@@ -67,6 +67,7 @@ SETTLED = [
     "finished_at",
     "query",
     "agent_id",
+    "learning",
 ]
 STEP_FIELDS = ["step_number", "phase", "tool_name", "ok", "error_type", "prompt_tokens"]
 
@@ -99,6 +100,7 @@ def test_a_trace_sent_whole_and_one_sent_in_pieces_are_stored_alike(error_rules:
     running = Trace.objects.get(pk=uuid.UUID(hex=pieces))
     # Terminal after each request (the stuck-run sweeper must not take it), not yet ended.
     assert running.status == Trace.Status.FINISHED and running.finished_at is None
+    assert running.learning == ""  # nothing owed to the learning loop before the run ends
     otlp_spans_ingest(children[1:], user_id=None)
     assert _runs_counted() == counted + 1  # only the whole trace has ended so far
     otlp_spans_ingest(root, user_id=None)
@@ -108,6 +110,8 @@ def test_a_trace_sent_whole_and_one_sent_in_pieces_are_stored_alike(error_rules:
     assert whole_trace == pieces_trace
     assert whole_steps == pieces_steps
     assert whole_trace["status"] == Trace.Status.FAILED
+    # owed to the learning loop from the commit that ended it (no commit hook runs here)
+    assert whole_trace["learning"] == Trace.Learning.PENDING
     assert whole_trace["error_type"] == "RESOURCE_NOT_FOUND"
     assert (whole_trace["total_steps"], whole_trace["failed_steps"]) == (2, 1)
     assert whole_trace["total_latency_ms"] == 900 and whole_trace["total_tokens"] == 340
