@@ -256,3 +256,35 @@ def test_the_sweep_runs_on_beat_and_in_the_embedded_worker() -> None:
     [job] = [j for j in periodic_jobs() if j.name == "policies.learning_sweep"]
     assert job.interval_seconds == django_settings.LEARNING_SWEEP_INTERVAL_SECONDS
     assert tasks.learning_sweep.name == "policies.learning_sweep"
+
+
+@pytest.mark.django_db
+def test_the_sweep_task_runs_a_pass(make_strategy: Any, support_agent: Any, settings: Any) -> None:
+    settings.LEARNING_SWEEP_GRACE_SECONDS = 0
+    adapter = make_strategy()
+    trace = _finish(_run(support_agent, strategy_id=adapter.pk))
+
+    assert tasks.learning_sweep() == 1
+    assert _learning(trace) == ""
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.celery_worker
+def test_without_a_debounce_a_refused_job_releases_nothing_and_ingested_runs_go_to_the_broker(
+    broker: RedisServer, support_agent: Any, error_rules: None, settings: Any
+) -> None:
+    settings.REFLEXION_ENABLED = True
+    settings.REFLEXION_DEBOUNCE_SECONDS = 0
+    trace = _finish(_run(support_agent, strategy_id=0, ok=False), failed=True)
+    keys = _debounce_keys(trace)
+
+    # an empty hand-off sends nothing; a request's ended runs go as one task
+    tasks.external_runs_hand_off(trace_ids=[])
+    assert _queued(broker) == 0
+    tasks.external_runs_hand_off(trace_ids=[str(trace.pk)])
+    assert _queued(broker) == 1
+
+    broker.stop(signal.SIGKILL)
+    with pytest.raises(Exception):  # noqa: B017 - kombu's error for a refused connection
+        tasks.reflexion_enqueue(trace_id=str(trace.pk), trace=trace)
+    assert cache.get_many(keys) == {}
