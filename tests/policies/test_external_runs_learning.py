@@ -71,15 +71,21 @@ def test_an_export_request_hands_its_ended_runs_off_once_and_the_worker_reflects
     assert {outcome for outcome, _ in outcomes} <= {"rejected", "stopped"}
 
 
-def test_one_run_failing_to_learn_does_not_stop_the_others(learning: None) -> None:
-    body, ids = _export_body(2)
+def ingest_without_hand_off(body: bytes) -> None:
+    """Ingest ``body`` as if the request's hand-off were lost (the learning loop's receiver
+    of ``external_runs_ended`` disconnected meanwhile)."""
+    from policies.apps import _external_runs_ended
+
     external_runs_ended.disconnect(dispatch_uid="policies.external_runs")
     try:
         otlp_spans_ingest(otlp_spans_from_protobuf(body), user_id=None)
     finally:
-        from policies.apps import _external_runs_ended
-
         external_runs_ended.connect(_external_runs_ended, dispatch_uid="policies.external_runs")
+
+
+def test_one_run_failing_to_learn_does_not_stop_the_others(learning: None) -> None:
+    body, ids = _export_body(2)
+    ingest_without_hand_off(body)
     missing = "00000000-0000-0000-0000-000000000000"
     tasks.external_runs_learn([missing, *ids])
     tasks.reflexion_inprocess_drain(timeout=120)

@@ -71,6 +71,16 @@ def _queued(server: RedisServer, queue: str = "reflexion") -> int:
     return sum(int(client.llen(key)) for key in client.scan_iter(f"{queue}*"))
 
 
+def _broker_back_and_swept(broker: RedisServer, trace: Trace) -> None:
+    """The broker comes back; the next sweep queues the run's one Reflexion job and clears
+    its mark."""
+    broker.start()
+    reset_broker_pools()
+    assert tasks.runs_learning_sweep() == 1
+    assert _queued(broker) == 1
+    assert _learning(trace) == ""
+
+
 def _debounce_keys(trace: Trace) -> list[str]:
     return [f"reflexion:{facts.signature}" for facts in failures_of_trace(trace)]
 
@@ -163,11 +173,7 @@ def test_a_broker_away_leaves_the_run_scored_and_the_sweep_queues_its_reflexion_
     assert cache.get_many(keys) == {}
 
     # and once the broker is back, the sweep queues one Reflexion job and clears the mark
-    broker.start()
-    reset_broker_pools()
-    assert tasks.runs_learning_sweep() == 1
-    assert _queued(broker) == 1
-    assert _learning(trace) == ""
+    _broker_back_and_swept(broker, trace)
     assert tasks.runs_learning_sweep() == 0
     adapter.refresh_from_db()
     assert adapter.applications == 1
@@ -213,11 +219,7 @@ def test_a_run_that_fails_while_the_broker_is_away_ends_and_is_learned_from_late
     assert _learning(trace) == Trace.Learning.SCORED
     assert cache.get_many(keys) == {}
 
-    broker.start()
-    reset_broker_pools()
-    assert tasks.runs_learning_sweep() == 1
-    assert _queued(broker) == 1
-    assert _learning(trace) == ""
+    _broker_back_and_swept(broker, trace)
     cache.delete_many(keys)
 
 
@@ -225,18 +227,12 @@ def test_a_run_that_fails_while_the_broker_is_away_ends_and_is_learned_from_late
 def test_an_ingested_run_whose_hand_off_was_lost_is_learned_by_the_sweep(
     make_strategy: Any, error_rules: None, settings: Any
 ) -> None:
-    from policies.apps import _external_runs_ended
-    from tests.policies.test_external_runs_learning import _export_body
-    from traces.otlp import external_runs_ended, otlp_spans_from_protobuf, otlp_spans_ingest
+    from tests.policies.test_external_runs_learning import _export_body, ingest_without_hand_off
 
     settings.LEARNING_SWEEP_GRACE_SECONDS = 0
     body, ids = _export_body(2)
     # the request's hand-off is lost (the process ended before its commit hook ran)
-    external_runs_ended.disconnect(dispatch_uid="policies.external_runs")
-    try:
-        otlp_spans_ingest(otlp_spans_from_protobuf(body), user_id=None)
-    finally:
-        external_runs_ended.connect(_external_runs_ended, dispatch_uid="policies.external_runs")
+    ingest_without_hand_off(body)
     owed = Trace.objects.filter(pk__in=ids)
     assert set(owed.values_list("learning", flat=True)) == {Trace.Learning.PENDING}
 
