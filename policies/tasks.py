@@ -129,11 +129,17 @@ def reflexion_queue(*, trace_id: str, trace: Trace) -> bool:
     return True
 
 
+# Hand-offs failing in a row after which a sweep pass gives up until the next one.
+SWEEP_FAILURES_IN_A_ROW = 3
+
+
 def runs_learning_sweep(*, limit: int = 200) -> int:
     """Hand again to the learning loop the ended runs whose hand-off never finished (still
     marked in ``Trace.learning`` ``LEARNING_SWEEP_GRACE_SECONDS`` after they ended), oldest
-    first, at most ``limit``; return how many were handed off without an error. One run's
-    failure (the broker still away) leaves it marked for the next pass."""
+    first, at most ``limit``; return how many were handed off without an error. A run that
+    fails stays marked for the next pass; after ``SWEEP_FAILURES_IN_A_ROW`` failures in a
+    row (the broker still away: each refusal takes its publish retries) the pass stops, so
+    that it never runs into its time limit."""
     from policies.services import run_ended
 
     horizon = timezone.now() - timedelta(seconds=settings.LEARNING_SWEEP_GRACE_SECONDS)
@@ -142,7 +148,7 @@ def runs_learning_sweep(*, limit: int = 200) -> int:
         .filter(finished_at__lt=horizon)
         .order_by("finished_at")[:limit]
     )
-    done = 0
+    done = failed = 0
     for trace in owed:
         try:
             run_ended(trace_id=str(trace.pk), trace=trace)
@@ -150,8 +156,12 @@ def runs_learning_sweep(*, limit: int = 200) -> int:
             logger.warning(
                 "learning.sweep_deferred", exc_info=True, extra={"trace_id": str(trace.pk)}
             )
+            failed += 1
+            if failed >= SWEEP_FAILURES_IN_A_ROW:
+                break
             continue
         done += 1
+        failed = 0
     if owed:
         logger.info("learning.swept", extra={"owed": len(owed), "handed_off": done})
     return done

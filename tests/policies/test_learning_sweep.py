@@ -213,9 +213,30 @@ def test_a_run_that_fails_while_the_broker_is_away_ends_and_is_learned_from_late
     keys = _debounce_keys(trace)
     assert keys and cache.get_many(keys) == {}
 
-    # a sweep while the broker is still away changes nothing
+    # a sweep while the broker is still away changes nothing, and gives up after a few
+    # refusals in a row rather than trying every owed run
     settings.LEARNING_SWEEP_GRACE_SECONDS = 0
-    assert tasks.runs_learning_sweep() == 0
+    more = [_run(support_agent, strategy_id=0, ok=False) for _ in range(2)]
+    for other in more:
+        Trace.objects.filter(pk=other.pk).update(
+            status="failed", finished_at=timezone.now(), learning=Trace.Learning.SCORED
+        )
+    tried = []
+    real_run_ended = run_ended
+
+    def counted(**kwargs: Any) -> None:
+        tried.append(kwargs["trace_id"])
+        real_run_ended(**kwargs)
+
+    with (
+        caplog.at_level(logging.WARNING, logger="policies.tasks"),
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr("policies.services.run_ended", counted)
+        patch.setattr(tasks, "SWEEP_FAILURES_IN_A_ROW", 2)
+        assert tasks.runs_learning_sweep() == 0
+    assert tried == [str(trace.pk), str(more[0].pk)]
+    Trace.objects.filter(pk__in=[o.pk for o in more]).update(learning="")
     assert _learning(trace) == Trace.Learning.SCORED
     assert cache.get_many(keys) == {}
 
