@@ -102,7 +102,19 @@ class _CopyPlan:
     conversions: tuple[tuple[int, Callable[[Any], Any]], ...]
 
 
+_plans: dict[tuple[type[Model], str], _CopyPlan] = {}
+
+
 def _copy_plan(model: type[Model], connection: Any) -> _CopyPlan:
+    """The plan of ``model``'s ``COPY`` on ``connection``, made once per process."""
+    key = (model, connection.alias)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = _copy_plan_make(model, connection)
+    return plan
+
+
+def _copy_plan_make(model: type[Model], connection: Any) -> _CopyPlan:
     meta = model._meta
     fields = [
         f
@@ -179,6 +191,20 @@ class _AnswerLater(LibpqWriter):
         self.connection.wait(_copy_end_sent(self._pgconn))
 
 
+def _query_sent(pgconn: Any, query: bytes) -> Any:
+    """Send a query and flush it, without waiting for its answer."""
+    pgconn.send_query(query)
+    while True:
+        while not (yield Wait.W):
+            continue
+        if pgconn.flush() == 0:
+            return
+
+
+# A queued COPY batch (model, rows), or a statement (its text, the values bound in).
+_Queued = tuple[type[Model], Sequence[Model]] | str
+
+
 class CopyStream:
     """``COPY`` batches of rows while the caller prepares the next ones (PostgreSQL).
 
@@ -189,14 +215,16 @@ class CopyStream:
     the block waits for every batch and raises the first error (``IntegrityError`` on a
     unique violation, as ``rows_copy`` does). On an exception inside the block the
     answers are read and dropped, so that the caller's transaction can roll back.
+    ``execute()`` queues a statement behind the batches, sent the same way.
 
-    Elsewhere (SQLite) each batch is written when added, with ``bulk_create``.
+    Elsewhere (SQLite) each batch is written when added, with ``bulk_create``, and each
+    statement run when queued.
     """
 
     def __init__(self, *, using: str = "default") -> None:
         self.using = using
         self.connection = connections[using]
-        self.queued: deque[tuple[type[Model], Sequence[Model]]] = deque()
+        self.queued: deque[_Queued] = deque()
         self.in_flight = False
 
     def __enter__(self) -> CopyStream:
@@ -220,6 +248,19 @@ class CopyStream:
         self.queued.append((model, objs))
         self.poll()
 
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run a statement that returns nothing the caller reads (an upsert, say) after
+        the batches queued before it, without waiting for it."""
+        if self.connection.vendor != "postgresql":
+            with self.connection.cursor() as cursor:
+                cursor.execute(sql, params)
+            return
+        with self.connection.wrap_database_errors, self.connection.cursor() as cursor:
+            # The values are bound into the text here, as the connection's client-side
+            # cursors bind them for every statement.
+            self.queued.append(cursor.cursor.mogrify(sql, params))
+        self.poll()
+
     def idle(self) -> bool:
         """True when no batch is waiting or being stored (after reading any answer in)."""
         self.poll()
@@ -234,7 +275,7 @@ class CopyStream:
                 return
             self._answer()
         if self.queued:
-            self._send(*self.queued.popleft())
+            self._send(self.queued.popleft())
 
     def flush(self) -> None:
         """Wait until every batch added is stored."""
@@ -242,9 +283,16 @@ class CopyStream:
             if self.in_flight:
                 self._answer()
             if self.queued:
-                self._send(*self.queued.popleft())
+                self._send(self.queued.popleft())
 
-    def _send(self, model: type[Model], objs: Sequence[Model]) -> None:
+    def _send(self, item: _Queued) -> None:
+        if isinstance(item, str):
+            raw = self.connection.connection
+            with self.connection.wrap_database_errors:
+                raw.wait(_query_sent(raw.pgconn, item.encode(raw.info.encoding)))
+            self.in_flight = True
+            return
+        model, objs = item
         plan = _copy_plan(model, self.connection)
         with (
             self.connection.wrap_database_errors,
@@ -259,5 +307,5 @@ class CopyStream:
         raw = self.connection.connection
         with self.connection.wrap_database_errors:
             for result in raw.wait(fetch_many(raw.pgconn)):
-                if result.status != ExecStatus.COMMAND_OK:
+                if result.status not in (ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK):
                     raise psycopg_errors.error_from_result(result, encoding=raw.pgconn._encoding)

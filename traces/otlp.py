@@ -733,7 +733,8 @@ def _new_traces_store(
     added in the same pass. Whenever PostgreSQL has stored the last batch, the rows mapped
     since go to it in ``COPY`` batches (``CopyStream``), ended without waiting: the database
     stores them while the next traces are mapped. (Django's foreign keys are deferred to
-    the commit, so the steps may go first.)"""
+    the commit, so the steps may go first.) The rollup upserts are queued behind the last
+    batch, rendered while the database stores it."""
     now = timezone.now()
     ended: list[tuple[Trace, int, int]] = []
     rollups = RollupAccumulator()
@@ -771,8 +772,10 @@ def _new_traces_store(
                 steps, traces = [], []
         stream.add(Step, steps)
         stream.add(Trace, traces)
-    rollups.add_runs(ended)
-    rollups.save()
+        # Counted while the database stores the last batches; the upserts go behind them.
+        rollups.add_runs(ended)
+        for sql, params in rollups.statements():
+            stream.execute(sql, params)
     return [str(trace.pk) for trace, _, _ in ended]
 
 

@@ -247,22 +247,26 @@ class RollupAccumulator:
         _add(self.run_hourly, (hour, *tail), counts)
         _add(self.run_daily, (day_of(hour), *tail), counts)
 
-    def save(self) -> None:
-        """Add the counters to the stored rows (call inside the writer's transaction)."""
+    def statements(self) -> list[tuple[str, list[Any]]]:
+        """The statements that add the counters to the stored rows, for a writer that
+        sends them itself (the OTLP ingest queues them behind its last ``COPY``)."""
         statements = [
             *_upserts(StepRollupHourly, self.step_hourly),
             *_upserts(StepRollupDaily, self.step_daily),
             *_upserts(RunRollupHourly, self.run_hourly),
             *_upserts(RunRollupDaily, self.run_daily),
         ]
+        if connection.vendor == "postgresql" and 1 < len(statements) <= 4:
+            # A step batch's upserts in one round trip: data-modifying CTEs all run.
+            ctes = ", ".join(f"u{i} AS ({sql})" for i, (sql, _) in enumerate(statements))
+            params = [value for _, values in statements for value in values]
+            return [(f"WITH {ctes} SELECT 1", params)]
+        return statements
+
+    def save(self) -> None:
+        """Add the counters to the stored rows (call inside the writer's transaction)."""
         with connection.cursor() as cursor:
-            if connection.vendor == "postgresql" and 1 < len(statements) <= 4:
-                # A step batch's upserts in one round trip: data-modifying CTEs all run.
-                ctes = ", ".join(f"u{i} AS ({sql})" for i, (sql, _) in enumerate(statements))
-                params = [value for _, values in statements for value in values]
-                cursor.execute(f"WITH {ctes} SELECT 1", params)
-                return
-            for sql, params in statements:
+            for sql, params in self.statements():
                 cursor.execute(sql, params)
 
 

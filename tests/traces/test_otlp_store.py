@@ -396,6 +396,90 @@ def test_a_copy_stream_raises_a_refused_batch_and_leaves_the_connection_usable(
     assert connection.connection is raw
 
 
+def _details_of(trace: Trace) -> set[str]:
+    return set(
+        Step.objects.filter(trace=trace, step_number__gte=10).values_list("error_detail", flat=True)
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_copy_stream_runs_a_queued_statement_after_the_batches_before_it(
+    error_rules: None,
+) -> None:
+    """A statement queued behind batches (the ingest's rollup upserts) is sent once they
+    are stored, its values bound into its text, in the same transaction."""
+    from traces.bulk import CopyStream
+
+    trace_hex = uuid.uuid4().hex
+    otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
+    detail = 'it\'s "quoted", 50% of it; -- not a comment'
+    update = (
+        f"UPDATE {Step._meta.db_table} SET error_detail = %s "
+        "WHERE trace_id = %s AND step_number >= %s"
+    )
+    with transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(10, 40)))
+        stream.add(Step, _step_rows(trace, range(40, 45)))
+        # It reads the rows of the batches before it: it runs after them.
+        stream.execute(update, [detail, trace.pk, 10])
+        assert stream.in_flight
+    assert _details_of(trace) == {detail}
+
+    # A refused statement raises as Django's error on leaving, and everything rolls back.
+    from django.db import DataError
+
+    with pytest.raises(DataError), transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(50, 60)))
+        stream.execute("SELECT 1 / %s", [0])
+    assert not Step.objects.filter(trace=trace, step_number__gte=50).exists()
+
+
+@pytest.mark.django_db
+def test_a_copy_stream_on_another_database_runs_a_statement_at_once(
+    error_rules: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Elsewhere than PostgreSQL nothing is in flight: batches are written when added, and a
+    statement runs when queued."""
+    from traces.bulk import CopyStream
+
+    trace_hex = uuid.uuid4().hex
+    otlp_spans_ingest(_spans(trace_hex), user_id=None)
+    trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
+    with CopyStream() as stream:
+        monkeypatch.setattr(stream.connection, "vendor", "sqlite")
+        stream.add(Step, _step_rows(trace, range(10, 15)))
+        stream.execute(
+            f"UPDATE {Step._meta.db_table} SET error_detail = %s WHERE trace_id = %s "
+            "AND step_number >= %s",
+            ["now", trace.pk, 10],
+        )
+        assert not stream.in_flight and not stream.queued
+        assert _details_of(trace) == {"now"}
+
+
+@pytest.mark.django_db
+def test_ingested_steps_are_counted_in_the_step_rollups_once(error_rules: None) -> None:
+    """The upserts of a request's new traces go behind their last COPY: each step counted
+    once, each failure as failed."""
+    from traces.models import StepRollupDaily, StepRollupHourly
+
+    def counted(model: Any) -> tuple[int, int, int]:
+        totals = model.objects.aggregate(
+            steps=Sum("steps"), failed=Sum("failed_steps"), actions=Sum("action_steps")
+        )
+        return (totals["steps"] or 0, totals["failed"] or 0, totals["actions"] or 0)
+
+    before = counted(StepRollupHourly), counted(StepRollupDaily)
+    spans = [span for _ in range(40) for span in _spans(uuid.uuid4().hex)]
+    result = otlp_spans_ingest(spans, user_id=None)
+    assert result.accepted == 80
+    for model, (steps, failed, actions) in zip(
+        (StepRollupHourly, StepRollupDaily), before, strict=True
+    ):
+        assert counted(model) == (steps + 80, failed + 40, actions + 40)
+
+
 @pytest.mark.django_db
 def test_the_request_remembers_each_distinct_failure_classified_once(error_rules: None) -> None:
     from traces.classifier import error_rules_load
