@@ -27,9 +27,10 @@ from django.db.models import DateField, JSONField, Model
 from django.db.models.base import ModelState
 from django.db.models.fields import Field
 from django.utils import timezone
+from psycopg import Copy
 from psycopg import errors as psycopg_errors
 from psycopg.copy import LibpqWriter
-from psycopg.generators import fetch_many
+from psycopg.generators import copy_end, fetch_many
 from psycopg.pq import ExecStatus
 from psycopg.waiting import Wait
 
@@ -210,12 +211,17 @@ class CopyStream:
 
     One ``COPY`` at a time is in flight: its rows are sent and ended without waiting for
     the server's answer, so that PostgreSQL stores them (the heap and index work, done
-    when the ``COPY`` ends) while this process maps the next batch. ``poll()`` reads an
-    answer that has arrived and starts the next queued batch, without blocking; leaving
-    the block waits for every batch and raises the first error (``IntegrityError`` on a
-    unique violation, as ``rows_copy`` does). On an exception inside the block the
-    answers are read and dropped, so that the caller's transaction can roll back.
-    ``execute()`` queues a statement behind the batches, sent the same way.
+    when the ``COPY`` ends) while this process maps the next batch. Nothing waits on a
+    round trip while the caller works: ``poll()`` reads what has arrived and takes the
+    next step without blocking (a stored batch's answer read, the next batch's ``COPY``
+    statement sent, its rows sent once the server has taken the statement), and when
+    nothing is queued it starts the ``COPY`` of the next batch ahead (of the table the
+    first batch went to), so that the rows go as soon as the caller adds them. Leaving the
+    block waits for every batch and raises the first error (``IntegrityError`` on a unique
+    violation, as ``rows_copy`` does); a ``COPY`` started ahead and not needed ends empty.
+    On an exception inside the block the stream is wound down and the answers dropped, so
+    that the caller's transaction can roll back. ``execute()`` queues a statement behind
+    the batches, sent the same way.
 
     Elsewhere (SQLite) each batch is written when added, with ``bulk_create``, and each
     statement run when queued.
@@ -225,7 +231,10 @@ class CopyStream:
         self.using = using
         self.connection = connections[using]
         self.queued: deque[_Queued] = deque()
-        self.in_flight = False
+        self.in_flight = False  # an ended COPY or a statement, its answer not read yet
+        self.opening: type[Model] | None = None  # a COPY sent, the server's go-ahead unread
+        self.open: type[Model] | None = None  # a COPY under way, waiting for its rows
+        self._lead: type[Model] | None = None  # the first batch's table, started ahead
 
     def __enter__(self) -> CopyStream:
         return self
@@ -235,9 +244,8 @@ class CopyStream:
             self.flush()
             return
         self.queued.clear()
-        if self.in_flight:
-            with contextlib.suppress(Exception):  # the exception in hand is the one to raise
-                self._answer()
+        with contextlib.suppress(Exception):  # the exception in hand is the one to raise
+            self._wind_down()
 
     def add(self, model: type[Model], objs: Sequence[Model]) -> None:
         if not objs:
@@ -245,6 +253,8 @@ class CopyStream:
         if self.connection.vendor != "postgresql":
             model._default_manager.using(self.using).bulk_create(list(objs))
             return
+        if self._lead is None:
+            self._lead = model
         self.queued.append((model, objs))
         self.poll()
 
@@ -262,50 +272,119 @@ class CopyStream:
         self.poll()
 
     def idle(self) -> bool:
-        """True when no batch is waiting or being stored (after reading any answer in)."""
+        """True when no batch is waiting or being stored (after reading any answer in); a
+        ``COPY`` started ahead for the next batch is ready for it, not busy."""
         self.poll()
         return not self.in_flight and not self.queued
 
     def poll(self) -> None:
-        if self.in_flight:
-            pgconn = self.connection.connection.pgconn
-            with self.connection.wrap_database_errors:
-                pgconn.consume_input()
-            if pgconn.is_busy():
-                return
-            self._answer()
-        if self.queued:
-            self._send(self.queued.popleft())
+        """Take every step that needs no waiting."""
+        if self.connection.vendor != "postgresql":
+            return
+        with self.connection.wrap_database_errors:
+            while self._step(block=False):
+                pass
 
     def flush(self) -> None:
         """Wait until every batch added is stored."""
-        while self.in_flight or self.queued:
-            if self.in_flight:
-                self._answer()
-            if self.queued:
-                self._send(self.queued.popleft())
-
-    def _send(self, item: _Queued) -> None:
-        if isinstance(item, str):
-            raw = self.connection.connection
-            with self.connection.wrap_database_errors:
-                raw.wait(_query_sent(raw.pgconn, item.encode(raw.info.encoding)))
-            self.in_flight = True
+        if self.connection.vendor != "postgresql":
             return
-        model, objs = item
+        with self.connection.wrap_database_errors:
+            while self._step(block=True):
+                pass
+
+    def _step(self, *, block: bool) -> bool:
+        """One step of the stream; False when none can be taken (without waiting, unless
+        ``block``; blocking, when everything queued is stored)."""
+        raw = self.connection.connection
+        pgconn = raw.pgconn
+        if self.in_flight or self.opening is not None:
+            if not block:
+                pgconn.consume_input()
+                if pgconn.is_busy():
+                    return False
+            results = raw.wait(fetch_many(pgconn))
+            if self.in_flight:
+                self.in_flight = False
+                _results_check(raw, results, ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK)
+            else:
+                model, self.opening = self.opening, None
+                _results_check(raw, results, ExecStatus.COPY_IN)
+                self.open = model
+            return True
+        if self.open is not None:
+            head = self.queued[0] if self.queued else None
+            if isinstance(head, tuple) and head[0] is self.open:
+                self.queued.popleft()
+                self._rows_send(*head)
+            elif head is not None or block:
+                # Something else comes first, or the caller is done: end it empty.
+                self.open = None
+                raw.wait(_copy_end_sent(pgconn))
+                self.in_flight = True
+            else:
+                return False
+            return True
+        if self.queued:
+            head = self.queued[0]
+            if isinstance(head, str):
+                self.queued.popleft()
+                _transaction_begun(raw)
+                raw.wait(_query_sent(pgconn, head.encode(raw.info.encoding)))
+                self.in_flight = True
+            else:
+                self._start(head[0])
+            return True
+        if self._lead is not None and not block:
+            self._start(self._lead)  # the next batch's, while the caller maps its rows
+            return True
+        return False
+
+    def _start(self, model: type[Model]) -> None:
+        """Send the ``COPY`` statement of ``model``'s rows; its go-ahead is read later."""
+        self.connection.ensure_connection()
+        raw = self.connection.connection
+        plan = _copy_plan(model, self.connection)
+        _transaction_begun(raw)
+        raw.wait(_query_sent(raw.pgconn, plan.sql.encode(raw.info.encoding)))
+        self.opening = model
+
+    def _rows_send(self, model: type[Model], objs: Sequence[Model]) -> None:
+        """Send the rows of the open ``COPY`` and end it, without waiting for the server."""
         plan = _copy_plan(model, self.connection)
         with (
-            self.connection.wrap_database_errors,
             self.connection.cursor() as cursor,
-            cursor.cursor.copy(plan.sql, writer=_AnswerLater(cursor.cursor)) as copy,
+            Copy(cursor.cursor, writer=_AnswerLater(cursor.cursor)) as copy,
         ):
             _rows_write(copy, plan, objs)
+        self.open = None
         self.in_flight = True
 
-    def _answer(self) -> None:
-        self.in_flight = False
+    def _wind_down(self) -> None:
+        """After an error: end a ``COPY`` under way as failed and drop every answer, so that
+        the connection can roll the transaction back."""
         raw = self.connection.connection
-        with self.connection.wrap_database_errors:
-            for result in raw.wait(fetch_many(raw.pgconn)):
-                if result.status not in (ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK):
-                    raise psycopg_errors.error_from_result(result, encoding=raw.pgconn._encoding)
+        opening, self.opening = self.opening, None
+        if opening is not None:
+            results = raw.wait(fetch_many(raw.pgconn))
+            if results and results[-1].status == ExecStatus.COPY_IN:
+                self.open = opening
+        if self.open is not None:
+            self.open = None
+            with contextlib.suppress(psycopg_errors.Error):
+                raw.wait(copy_end(raw.pgconn, b"abandoned by the writer"))
+        if self.in_flight:
+            self.in_flight = False
+            raw.wait(fetch_many(raw.pgconn))
+
+
+def _transaction_begun(raw: Any) -> None:
+    """Open the connection's transaction, as psycopg does before a statement of its own:
+    the stream sends its statements itself, and one sent first would run outside it."""
+    raw.wait(raw._start_query())
+
+
+def _results_check(raw: Any, results: list[Any], *expected: ExecStatus) -> None:
+    for result in results:
+        if result.status not in expected:
+            raise psycopg_errors.error_from_result(result, encoding=raw.pgconn._encoding)

@@ -765,8 +765,9 @@ def _new_traces_store(
             steps += own
             traces.append(trace)
             # The rows mapped so far go to PostgreSQL as soon as it has stored the last
-            # batch: it stores them while the next traces are mapped.
-            if len(steps) + len(traces) >= _COPY_BATCH and stream.idle():
+            # batch: it stores them while the next traces are mapped. (The stream takes
+            # its steps between two traces: an answer read, the next COPY started.)
+            if stream.idle() and len(steps) + len(traces) >= _COPY_BATCH:
                 stream.add(Step, steps)
                 stream.add(Trace, traces)  # sent when PostgreSQL has stored the steps
                 steps, traces = [], []

@@ -345,13 +345,20 @@ def test_a_copy_stream_stores_every_batch_while_the_caller_goes_on(error_rules: 
     trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
     with transaction.atomic(), CopyStream() as stream:
         stream.add(Step, _step_rows(trace, range(10, 40)))
-        assert stream.in_flight  # sent and ended, its answer not read yet
         stream.add(Step, _step_rows(trace, range(40, 45)))  # queued, or sent once it is stored
         stream.add(Step, [])
-        assert len(stream.queued) <= 1 and stream.in_flight
+        assert len(stream.queued) <= 2
         while not stream.idle():  # the caller's work, meanwhile
             pass
+        # Both stored, and the next batch's COPY started ahead: its rows go as they come.
+        assert stream.opening is Step or stream.open is Step
+        while stream.opening is not None:
+            stream.poll()
         stream.add(Step, _step_rows(trace, range(45, 50)))
+        assert not stream.queued  # sent at once, into the COPY under way
+        while not stream.idle():
+            pass
+        assert stream.opening is Step or stream.open is Step  # not needed: ends empty
     numbers = list(
         Step.objects.filter(trace=trace, step_number__gte=10).values_list("step_number", flat=True)
     )
@@ -384,13 +391,35 @@ def test_a_copy_stream_raises_a_refused_batch_and_leaves_the_connection_usable(
     raw = connection.connection
     with pytest.raises(ZeroDivisionError), transaction.atomic(), CopyStream() as stream:
         stream.add(Step, _step_rows(trace, range(20, 30)))
-        stream.add(Step, _step_rows(trace, range(1, 3)))  # queued, or sent: refused either way
-        assert stream.in_flight
+        stream.add(Step, _step_rows(trace, range(30, 35)))  # queued, or sent
         _ = 1 / 0
     assert Step.objects.count() == before  # rolled back, and the connection answers
 
+    # Refused: its answer is read while the caller goes on (and raised there), or not yet
+    # when the caller fails (the caller's error is raised). The connection serves on.
+    with pytest.raises((ValueError, IntegrityError)), transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(1, 3)))
+        raise ValueError("the caller's own error")
+    assert Step.objects.filter(trace=trace).count() == 2
+    assert connection.connection is raw
+
+    # An error while a COPY is under way, waiting for rows: it is ended as failed.
     with pytest.raises(ValueError), transaction.atomic(), CopyStream() as stream:
-        stream.add(Step, _step_rows(trace, range(1, 3)))  # refused, the answer unread
+        stream.add(Step, _step_rows(trace, range(60, 70)))
+        while not stream.idle():
+            pass
+        while stream.opening is not None:
+            stream.poll()
+        assert stream.open is Step
+        raise ValueError("the caller's own error")
+    assert Step.objects.filter(trace=trace).count() == 2
+    assert connection.connection is raw
+
+    # Or just started ahead, its go-ahead not read yet.
+    with pytest.raises(ValueError), transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(60, 70)))
+        while not stream.idle():
+            pass
         raise ValueError("the caller's own error")
     assert Step.objects.filter(trace=trace).count() == 2
     assert connection.connection is raw
@@ -423,8 +452,23 @@ def test_a_copy_stream_runs_a_queued_statement_after_the_batches_before_it(
         stream.add(Step, _step_rows(trace, range(40, 45)))
         # It reads the rows of the batches before it: it runs after them.
         stream.execute(update, [detail, trace.pk, 10])
-        assert stream.in_flight
     assert _details_of(trace) == {detail}
+
+    # Behind a COPY started ahead for rows that never came: that one ends empty first.
+    with transaction.atomic(), CopyStream() as stream:
+        stream.add(Step, _step_rows(trace, range(45, 50)))
+        while not stream.idle():
+            pass
+        assert stream.opening is Step or stream.open is Step
+        stream.execute(update, ["after", trace.pk, 45])
+    assert _details_of(trace) == {detail, "after"}
+
+    # Sent first in its transaction, a statement still runs inside it.
+    with pytest.raises(ValueError), transaction.atomic(), CopyStream() as stream:
+        stream.execute(update, ["rolled back", trace.pk, 10])
+        stream.flush()
+        raise ValueError("the caller's own error")
+    assert _details_of(trace) == {detail, "after"}
 
     # A refused statement raises as Django's error on leaving, and everything rolls back.
     from django.db import DataError
@@ -454,7 +498,7 @@ def test_a_copy_stream_on_another_database_runs_a_statement_at_once(
             "AND step_number >= %s",
             ["now", trace.pk, 10],
         )
-        assert not stream.in_flight and not stream.queued
+        assert stream.idle() and not stream.in_flight
         assert _details_of(trace) == {"now"}
 
 
