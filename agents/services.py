@@ -17,6 +17,7 @@ from agents.answer_format import answer_style
 from agents.hooks import policy_for_run
 from agents.http_clients import tool_http_client
 from agents.intents import Intent, intent_detect
+from agents.llm.base import llm_close
 from agents.llm.factory import llm_client_build
 from agents.memory import MAX_FACTS_PER_CUSTOMER, facts_extract
 from agents.models import Agent, CustomerFact, KnowledgeArticle, Tool, ToolAlert
@@ -568,19 +569,22 @@ async def run_execute(
         # The group commit's rollups then need not read the run's dimensions back.
         rollups_remember_trace(trace=trace, policy_version=policy.version)
         llm = llm_client_build(backend=llm_backend or trace.llm_backend)
-        rules = await error_rules_aload()
-        if await _uses_selfrag(trace.query):
-            outcome = await selfrag_execute(
-                query=trace.query,
-                llm=llm,
-                sink=recorder,
-                rules=rules,
-                config=SelfRagConfig(fallback_reply=config.fallback_reply),
-                search=kb_asearch,
-                steps=steps,  # a redelivered run goes on from what it recorded
-            )
-        else:
-            outcome = await _react(trace, tools, steps, recorder, llm, rules, config, policy)
+        try:
+            rules = await error_rules_aload()
+            if await _uses_selfrag(trace.query):
+                outcome = await selfrag_execute(
+                    query=trace.query,
+                    llm=llm,
+                    sink=recorder,
+                    rules=rules,
+                    config=SelfRagConfig(fallback_reply=config.fallback_reply),
+                    search=kb_asearch,
+                    steps=steps,  # a redelivered run goes on from what it recorded
+                )
+            else:
+                outcome = await _react(trace, tools, steps, recorder, llm, rules, config, policy)
+        finally:
+            await llm_close(llm)
     except RunConflict:
         logger.warning("run.conflict", extra={"trace_id": trace_id})
         if recorder.telemetry is not None:

@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=35, help="functions listed")
     parser.add_argument("--queries", type=int, default=25, help="statement shapes listed")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
+    parser.add_argument("--dump", help="also write the merged profile to this file (pstats)")
     args = parser.parse_args(argv)
     _setup()
 
@@ -242,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     out.write(f"queries per run: {counter.total / args.runs:.1f}\n")
     for shape, count in counter.shapes.most_common(args.queries):
         out.write(f"  {count / args.runs:5.1f}  {shape}\n")
+    if stats is not None and args.dump:
+        stats.dump_stats(args.dump)
     if stats is not None:
         total = sum(s[2] for s in stats.stats.values())  # type: ignore[attr-defined]
         out.write("\nprofiled CPU per run (every thread, under cProfile): ")

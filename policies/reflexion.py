@@ -20,7 +20,7 @@ from django.db import transaction
 from django.urls import reverse
 from pydantic import BaseModel, Field
 
-from agents.llm.base import ChatMessage, LLMError
+from agents.llm.base import ChatMessage, LLMClient, LLMError, LLMResponse, llm_close
 from agents.llm.factory import llm_client_build
 from agents.models import Tool
 from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS, WAIT_RETRY_MAX_WAIT_S
@@ -860,12 +860,22 @@ def _reflexion_example(facts: FailureFacts) -> str:
     return json.dumps(example)
 
 
+async def _complete_once(client: LLMClient, **request: Any) -> LLMResponse:
+    """One call on a loop of its own (``async_to_sync``): what the client keeps open is
+    closed before that loop ends."""
+    try:
+        return await client.complete(**request)
+    finally:
+        await llm_close(client)
+
+
 def llm_reflexion(facts: FailureFacts) -> tuple[Proposal | None, str]:
     history = list(strategies_citable(error_type=facts.error_type))
     client = llm_client_build()
     tool_names = sorted(Tool.objects.values_list("name", flat=True))
     try:
-        response = async_to_sync(client.complete)(
+        response = async_to_sync(_complete_once)(
+            client,
             messages=reflexion_messages(facts, history),
             schema=ReflexionOutput,
             purpose="reflexion",

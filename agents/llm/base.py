@@ -68,3 +68,11 @@ class LLMClient(Protocol):
         Raises LLMError when no answer could be had.
         """
         ...
+
+
+async def llm_close(llm: object) -> None:
+    """Release what a client keeps between its calls (the OpenAI backend's connections);
+    clients that keep nothing have no ``aclose``."""
+    close = getattr(llm, "aclose", None)
+    if close is not None:
+        await close()

@@ -83,6 +83,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     json: Any = None
+    # The client's (host, port): requests on one kept-alive connection share it.
+    peer: tuple[str, int] = ("", 0)
 
 
 class _Server(ThreadingHTTPServer):
@@ -111,6 +113,7 @@ class FakeOpenAIServer:
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._connections_open = 0
 
     def __enter__(self) -> FakeOpenAIServer:
         self.start()
@@ -143,6 +146,26 @@ class FakeOpenAIServer:
         """Planned responses not yet used."""
         with self._lock:
             return len(self._script)
+
+    @property
+    def connections_open(self) -> int:
+        """Client connections this server has accepted and not yet seen closed."""
+        with self._lock:
+            return self._connections_open
+
+    def connections_closed(self, *, within: float = 5.0) -> bool:
+        """Wait until every client connection is closed; False if one is still open after
+        ``within`` seconds (the server learns of a close on its handler thread)."""
+        deadline = time.monotonic() + within
+        while self.connections_open:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _connection_count(self, change: int) -> None:
+        with self._lock:
+            self._connections_open += change
 
     def start(self) -> None:
         self._stopping.clear()
@@ -324,6 +347,18 @@ def error_body(status: int, message: str) -> bytes:
 def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # TCP_NODELAY, as real servers set it: the headers and the body go out in two
+        # writes, and on a kept-alive connection Nagle's algorithm held the body back for
+        # the client's delayed ACK (about 40 ms per call).
+        disable_nagle_algorithm = True
+
+        def setup(self) -> None:
+            super().setup()
+            server._connection_count(+1)
+
+        def finish(self) -> None:
+            server._connection_count(-1)
+            super().finish()
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -341,6 +376,7 @@ def _handler_class(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=body,
                     json=parsed,
+                    peer=(str(self.client_address[0]), int(self.client_address[1])),
                 )
             )
             if path not in COMPLETION_PATHS:

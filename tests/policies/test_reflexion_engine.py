@@ -315,6 +315,8 @@ def test_a_fenced_json_answer_is_read(model: FakeOpenAIServer, failed_trace: Any
 
     # parsed (it reached the gates), not refused as unparseable
     assert record.reason.startswith("facts_anchored: cites fields not in the trace")
+    # and the call's connection is closed with the loop it ran on
+    assert model.connections_closed()
 
 
 # --- what reaches Reflexion --------------------------------------------------------------

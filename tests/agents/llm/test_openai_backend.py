@@ -365,6 +365,46 @@ def test_one_instance_serves_successive_event_loops(openai_server: FakeOpenAISer
     assert (first.text, second.text) == ("{}", VALID_STEP)
 
 
+def test_calls_on_one_loop_share_a_connection_until_aclose(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    # Given
+    openai_server.enqueue(*[("ok", VALID_STEP)] * 3)
+    llm = build_llm(openai_server.base_url)
+
+    async def calls() -> int:
+        await llm.complete(messages=MESSAGES, schema=ReasoningStep, purpose="reasoning")
+        await llm.complete(messages=MESSAGES, schema=Reflection, purpose="reflection")
+        await llm.aclose()
+        closed_after_two = openai_server.connections_closed()
+        await llm.complete(messages=MESSAGES, schema=ReasoningStep, purpose="reasoning")
+        await llm.aclose()
+        return closed_after_two
+
+    # When
+    closed_after_two = asyncio.run(calls())
+
+    # Then: one connection for the first two calls, closed by aclose; a new one after it
+    first, second, third = (request.peer for request in openai_server.requests)
+    assert first == second != third
+    assert closed_after_two
+    assert openai_server.connections_closed()
+
+
+def test_the_schema_sent_is_the_models_each_time(openai_server: FakeOpenAIServer) -> None:
+    # Given: the schema is made once per class and shared between calls
+    openai_server.enqueue(("ok", VALID_STEP), ("ok", VALID_STEP))
+    llm = build_llm(openai_server.base_url)
+
+    # When
+    complete(llm)
+    complete(llm)
+
+    # Then
+    sent = [r.json["response_format"]["json_schema"]["schema"] for r in openai_server.requests]
+    assert sent[0] == sent[1] == grammar_schema(ReasoningStep.model_json_schema())
+
+
 def test_logs_are_structured_and_never_carry_the_api_key(
     openai_server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:

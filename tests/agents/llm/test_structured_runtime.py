@@ -68,3 +68,19 @@ def test_auto_probes_llama_cpp_and_constrains_actions_to_the_agents_tools(
     assert reasoning["max_tokens"] == settings.LLM_MAX_TOKENS["reasoning"]
     assert '"action": "' in reasoning["messages"][-1]["content"]
     assert "<tool name" not in reasoning["messages"][-1]["content"]
+
+
+def test_a_runs_model_calls_share_one_connection_closed_when_the_run_ends(
+    agent: Any, settings: Any
+) -> None:
+    with FakeOpenAIServer() as server:
+        use_fake_llm(settings, server)
+        # A reply cut short, then the answer: two model calls in the run.
+        server.enqueue(("ok", '{"thought": "x", "action":'), answer("Hello! How can I help?"))
+
+        trace, _ = run_query(agent, "hello there")
+
+        assert trace.status == Trace.Status.FINISHED
+        assert len(server.requests) == 2
+        assert server.requests[0].peer == server.requests[1].peer
+        assert server.connections_closed()
