@@ -27,6 +27,8 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import Draft202012Validator
 
+from traces.redaction import redact_text
+
 MAX_DOCUMENT_BYTES = 1_000_000
 MAX_OPERATIONS = 200
 MAX_DESCRIPTION_CHARS = 1000
@@ -93,7 +95,9 @@ def _load(raw: bytes) -> Any:
 
 
 def _clip(text: Any) -> str:
-    return " ".join(str(text or "").split())[:MAX_DESCRIPTION_CHARS]
+    """A description as stored and put in prompts: secret-looking values redacted (a
+    document may show a real key in an example), whitespace folded, cut to length."""
+    return " ".join(redact_text(str(text or "")).split())[:MAX_DESCRIPTION_CHARS]
 
 
 def _base(base_url: str) -> str:

@@ -148,6 +148,35 @@ def test_function_list_uses_x_endpoint_or_posts_to_its_name() -> None:
     )
 
 
+def test_secret_looking_values_in_descriptions_are_redacted() -> None:
+    key = "sk-live-" + "0123456789abcdef" * 2
+    doc = _doc(
+        **{
+            "/orders/{order_id}": {
+                "get": {
+                    "operationId": "getOrder",
+                    "summary": "Read an order",
+                    "description": f"Example: curl -H 'Authorization: Bearer {key}' ...",
+                    "parameters": [
+                        {
+                            "name": "order_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                            "description": f"An order id; test with api_key={key}",
+                        }
+                    ],
+                }
+            }
+        }
+    )
+    [spec] = tools_import_parse(json.dumps(doc))
+    assert key not in json.dumps([spec.description, spec.params_schema])
+    assert "[REDACTED]" in spec.description
+    assert spec.description.startswith("Read an order. Example: curl")
+    assert spec.params_schema["properties"]["order_id"]["description"].startswith("An order id")
+
+
 def test_import_creates_disabled_rows_and_reimport_updates_without_enabling(
     allow_example: None, support_agent: Any
 ) -> None:
