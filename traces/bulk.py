@@ -174,6 +174,11 @@ def _copy_end_sent(pgconn: Any) -> Any:
     while pgconn.put_copy_end(None) == 0:
         while not (yield Wait.W):
             continue
+    yield from _flushed(pgconn)
+
+
+def _flushed(pgconn: Any) -> Any:
+    """Wait until what was sent has left libpq's output buffer."""
     while True:
         while not (yield Wait.W):
             continue
@@ -195,11 +200,7 @@ class _AnswerLater(LibpqWriter):
 def _query_sent(pgconn: Any, query: bytes) -> Any:
     """Send a query and flush it, without waiting for its answer."""
     pgconn.send_query(query)
-    while True:
-        while not (yield Wait.W):
-            continue
-        if pgconn.flush() == 0:
-            return
+    yield from _flushed(pgconn)
 
 
 # A queued COPY batch (model, rows), or a statement (its text, the values bound in).

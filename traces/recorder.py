@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
 import weakref
 from collections.abc import Callable
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -26,6 +27,7 @@ from traces.rollups import rollups_record_steps
 logger = logging.getLogger(__name__)
 
 _RECORD_FIELDS = {f.name for f in fields(StepRecord)}
+_RECORD_FIELD_NAMES = tuple(f.name for f in fields(StepRecord))
 # Every field that can carry model output, tool input or output, or an error body.
 _REDACTED_TEXT_FIELDS = ("thought", "tool_name", "endpoint", "error_detail", "response_summary")
 _REDACTED_JSON_FIELDS = (
@@ -69,6 +71,16 @@ def step_data_redact(
         # A tool name is the model's (or an exporter's) text until the whitelist checks it.
         redacted["tool_name"] = redacted["tool_name"][:TOOL_NAME_MAX_LENGTH]
     return redacted
+
+
+def _record_values(record: StepRecord) -> dict[str, Any]:
+    """``dataclasses.asdict(record)`` without its deep copy (half of ``write_step``'s CPU):
+    the lists and dicts are copied one level here, and ``step_data_redact`` copies every
+    non-empty one whole, so the Step shares no mutable value with the record."""
+    values = {name: getattr(record, name) for name in _RECORD_FIELD_NAMES}
+    for name in _REDACTED_JSON_FIELDS:
+        values[name] = copy.copy(values[name])
+    return values
 
 
 def step_to_record(step: Step) -> StepRecord:
@@ -226,7 +238,7 @@ class TraceRecorder:
         self.telemetry: Any = None  # optional agents.telemetry.RunTelemetry (OTLP export)
 
     async def write_step(self, record: StepRecord) -> None:
-        data = step_data_redact(asdict(record))
+        data = step_data_redact(_record_values(record))
         data["cost_usd"] = Decimal(str(round(record.cost_usd, 6)))
         now = timezone.now()
         data.pop("step_number")  # the recorder numbers the steps, and tells the runtime

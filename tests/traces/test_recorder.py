@@ -131,6 +131,31 @@ def test_every_step_field_is_redacted_when_written(support_agent: Any) -> None:
     assert step.error_detail == "upstream said: Authorization: [REDACTED]"
 
 
+def test_the_step_written_shares_no_list_or_dict_with_its_record(support_agent: Any) -> None:
+    # given a record with empty and filled lists and dicts
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    record = StepRecord(
+        phase="action", round_number=1, action_input={"sku": "A-1", "nested": {"n": 1}}
+    )
+    recorder = TraceRecorder(trace_id=str(trace.pk))
+    written: list[Step] = []
+    recorder.on_step = written.append
+    # when it is written, then the record changes (a runtime reusing its values)
+    async_to_sync(recorder.write_step)(record)
+    record.details["later"] = True
+    record.adapters_fired.append({"adapter": "later"})
+    record.strategies_applied.append({"id": "later"})
+    record.request_payload["later"] = True
+    record.action_input["nested"]["n"] = 2
+    # then the Step in hand (what live listeners get) and the stored row are unchanged
+    [step] = written
+    stored = Step.objects.get(pk=step.pk)
+    for row in (step, stored):
+        assert (row.details, row.adapters_fired, row.strategies_applied) == ({}, [], [])
+        assert row.request_payload == {}
+        assert row.action_input == {"sku": "A-1", "nested": {"n": 1}}
+
+
 def test_the_tool_result_cache_is_redacted(support_agent: Any) -> None:
     from agents.models import ToolResultCache
     from agents.sink import RunSink
