@@ -160,7 +160,7 @@ class FakeOpenAIServer:
         while self.connections_open:
             if time.monotonic() > deadline:
                 return False
-            time.sleep(0.01)
+            time.sleep(0.01)  # the poll interval: no event marks a handler's end
         return True
 
     def _connection_count(self, change: int) -> None:
