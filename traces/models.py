@@ -89,12 +89,18 @@ class Trace(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     query = models.TextField()
-    query_hash = models.CharField(max_length=32, db_index=True)
-    session_id = models.CharField(max_length=64, blank=True, db_index=True)
-    customer_id = models.CharField(max_length=64, blank=True, db_index=True)
-    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="traces")
+    # Indexed in Meta: a plain B-tree each, without the LIKE index db_index adds to a
+    # CharField on PostgreSQL (no query matches these by pattern).
+    query_hash = models.CharField(max_length=32)
+    session_id = models.CharField(max_length=64, blank=True)
+    customer_id = models.CharField(max_length=64, blank=True)
+    # Looked up through trace_agent_time and trace_owner_time, which lead with them.
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.PROTECT, related_name="traces", db_index=False
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
+        db_index=False,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
@@ -109,8 +115,8 @@ class Trace(models.Model):
     llm_model = models.CharField(max_length=100, blank=True)
     policy_version = models.CharField(max_length=40, blank=True)
     policy_bucket = models.PositiveSmallIntegerField(null=True, blank=True)
-    status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True
+    status = models.CharField(  # indexed by trace_status_time
+        max_length=10, choices=Status.choices, default=Status.QUEUED
     )
     error_type = models.CharField(max_length=40, choices=ErrorType.choices, blank=True)
     outcome = models.CharField(max_length=24, choices=Outcome.choices, blank=True)
@@ -164,6 +170,9 @@ class Trace(models.Model):
             models.Index(fields=["policy_version", "created_at"], name="trace_version_time"),
             models.Index(fields=["policy_bucket", "created_at"], name="trace_bucket_time"),
             models.Index(fields=["total_latency_ms"], name="trace_latency"),
+            models.Index(fields=["query_hash"], name="trace_query_hash"),
+            models.Index(fields=["session_id"], name="trace_session"),
+            models.Index(fields=["customer_id"], name="trace_customer"),
             # The learning sweep's work list: small, since a mark lives for seconds.
             models.Index(
                 fields=["finished_at"],
@@ -207,7 +216,8 @@ class Step(models.Model):
         FINAL_ANSWER = "final_answer"
         NONE = "none"
 
-    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="steps")
+    # Looked up through step_unique_number, which leads with it.
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="steps", db_index=False)
     step_number = models.PositiveIntegerField()
     round_number = models.PositiveSmallIntegerField(default=0)
     phase = models.CharField(max_length=12, choices=Phase.choices)
@@ -234,7 +244,7 @@ class Step(models.Model):
     adapters_fired = models.JSONField(default=list, blank=True)
     strategies_applied = models.JSONField(default=list, blank=True)
     strategy_version = models.CharField(max_length=40, blank=True)
-    idempotency_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    idempotency_key = models.CharField(max_length=64, null=True, blank=True)  # unique: Meta
     details = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -242,7 +252,9 @@ class Step(models.Model):
     class Meta:
         ordering = ["trace", "step_number"]
         constraints = [
-            models.UniqueConstraint(fields=["trace", "step_number"], name="step_unique_number")
+            models.UniqueConstraint(fields=["trace", "step_number"], name="step_unique_number"),
+            # A constraint rather than unique=True, which adds a LIKE index on PostgreSQL.
+            models.UniqueConstraint(fields=["idempotency_key"], name="step_idempotency_key"),
         ]
         indexes = [
             models.Index(fields=["error_type", "created_at"], name="step_error_time"),

@@ -306,3 +306,64 @@ def test_every_trace_list_filter_and_the_search_have_an_index() -> None:
         "step_failed_by_trace",
     ):
         assert name in names
+
+
+# A non-unique, unconditional B-tree index on columns that lead another B-tree index, and
+# every LIKE (pattern_ops) index: on the tables every run and every ingest writes.
+_REDUNDANT_INDEXES = """
+WITH idx AS (
+    SELECT c.relname AS tbl, i.relname AS name, x.indisunique AS uniq,
+           x.indpred IS NOT NULL OR x.indexprs IS NOT NULL AS special,
+           am.amname = 'btree' AS btree,
+           string_to_array(x.indkey::text, ' ')::int2[] AS cols,  -- 1-based, unlike indkey
+           EXISTS (SELECT 1 FROM unnest(x.indclass) oc JOIN pg_opclass o ON o.oid = oc
+                   WHERE o.opcname LIKE '%%pattern_ops') AS pattern
+    FROM pg_index x
+    JOIN pg_class i ON i.oid = x.indexrelid
+    JOIN pg_class c ON c.oid = x.indrelid
+    JOIN pg_am am ON am.oid = i.relam
+    WHERE c.relname = ANY(%s)
+)
+SELECT a.name, 'leads ' || b.name FROM idx a JOIN idx b ON a.tbl = b.tbl AND a.name <> b.name
+WHERE a.btree AND b.btree AND NOT a.uniq AND NOT a.special AND NOT b.special
+  AND NOT a.pattern AND NOT b.pattern
+  AND cardinality(a.cols) <= cardinality(b.cols) AND a.cols = b.cols[1:cardinality(a.cols)]
+UNION ALL
+SELECT name, 'pattern_ops' FROM idx WHERE pattern
+"""
+
+
+def test_the_trace_and_step_tables_carry_no_index_another_one_already_provides() -> None:
+    """Each index is work on every row written (Trace had 26, Step 9): none may repeat
+    another's leading columns, and none serves LIKE, which no query uses on them."""
+    with connection.cursor() as cursor:
+        cursor.execute(_REDUNDANT_INDEXES, [["traces_trace", "traces_step"]])
+        redundant = cursor.fetchall()
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename IN ('traces_trace', 'traces_step')"
+        )
+        names = {row[0] for row in cursor.fetchall()}
+    assert redundant == []
+    # The lookups those indexes served still have one: by query hash, session, customer,
+    # idempotency key (unique), agent, owner, status and a step's trace.
+    assert {
+        "trace_query_hash",
+        "trace_session",
+        "trace_customer",
+        "step_idempotency_key",
+        "trace_agent_time",
+        "trace_owner_time",
+        "trace_status_time",
+        "step_unique_number",
+    } <= names
+
+
+def test_a_step_idempotency_key_stays_unique(support_agent: Any) -> None:
+    from django.db import IntegrityError, transaction
+
+    trace = _trace(support_agent, minutes_ago=1)
+    _step(trace, 1, idempotency_key="k-1")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        _step(trace, 2, idempotency_key="k-1")
+    _step(trace, 2, idempotency_key=None)
+    _step(trace, 3, idempotency_key=None)  # no key: any number of steps
