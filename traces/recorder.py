@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import logging
@@ -22,7 +23,7 @@ from traces.live import steps_publish
 from traces.models import Step
 from traces.records import StepRecord
 from traces.redaction import known_secrets, redact_text, redact_value
-from traces.rollups import rollups_record_steps
+from traces.rollups import RollupAccumulator, rollups_add_steps, rollups_record_steps
 
 logger = logging.getLogger(__name__)
 
@@ -194,15 +195,24 @@ def steps_insert(steps: list[Step]) -> None:
     if connection.vendor != "postgresql" or any(step.pk is not None for step in steps):
         Step.objects.bulk_create(steps)
         return
+    params = _step_insert_params(steps)
+    with connection.cursor() as cursor:
+        cursor.execute(_step_insert_sql(len(steps)), params)
+        ids = [row[0] for row in cursor.fetchall()]
+    _steps_saved(steps, ids)
+
+
+def _step_insert_params(steps: list[Step]) -> list[Any]:
+    """Each step's values as ``bulk_create`` would send them (``created_at`` set)."""
     fields = _step_insert_fields()
-    params = [
+    return [
         field.get_db_prep_save(field.pre_save(step, True), connection)
         for step in steps
         for field in fields
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(_step_insert_sql(len(steps)), params)
-        ids = [row[0] for row in cursor.fetchall()]
+
+
+def _steps_saved(steps: list[Step], ids: list[int]) -> None:
     for step, pk in zip(steps, ids, strict=True):
         step.pk = pk
         step._state.adding = False
@@ -210,10 +220,44 @@ def steps_insert(steps: list[Step]) -> None:
 
 
 def _insert_batch(steps: list[Step]) -> None:
+    if connection.vendor == "postgresql" and all(step.pk is None for step in steps):
+        # Inside a caller's transaction, a savepoint: a refused batch leaves it usable.
+        with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+            _insert_counted(steps)
+        return
     with transaction.atomic():
         steps_insert(steps)
         # Same transaction: the rollups never count a step the store does not hold.
         rollups_record_steps(steps=steps)
+
+
+def _insert_counted(steps: list[Step]) -> None:
+    """The steps' INSERT and their rollup upserts as one statement (PostgreSQL): atomic by
+    itself, so the rollups never count a step the store does not hold, in one round trip
+    and without a transaction of its own around it (BEGIN and COMMIT are two more)."""
+    params = _step_insert_params(steps)
+    acc = RollupAccumulator()
+    rollups_add_steps(acc, steps=steps)  # after pre_save: created_at is set
+    upserts = acc.upserts()
+    for _, values in upserts:
+        params.extend(values)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _step_insert_counted_sql(len(steps), tuple(sql for sql, _ in upserts)), params
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+    _steps_saved(steps, ids)
+
+
+@functools.lru_cache(maxsize=64)
+def _step_insert_counted_sql(rows: int, upserts: tuple[str, ...]) -> str:
+    """``WITH s AS (INSERT ... RETURNING id), u0 AS (upsert), ... SELECT id FROM s``: the
+    data-modifying CTEs all run, whether the query reads them or not; the ids come back
+    in the order of the rows."""
+    ctes = [f"s AS ({_step_insert_sql(rows)})"]
+    ctes += [f"u{index} AS ({sql})" for index, sql in enumerate(upserts)]
+    pk = connection.ops.quote_name(Step._meta.pk.column)
+    return f"WITH {', '.join(ctes)} SELECT {pk} FROM s"
 
 
 _batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StepBatcher] = (

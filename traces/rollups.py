@@ -247,15 +247,19 @@ class RollupAccumulator:
         _add(self.run_hourly, (hour, *tail), counts)
         _add(self.run_daily, (day_of(hour), *tail), counts)
 
-    def statements(self) -> list[tuple[str, list[Any]]]:
-        """The statements that add the counters to the stored rows, for a writer that
-        sends them itself (the OTLP ingest queues them behind its last ``COPY``)."""
-        statements = [
+    def upserts(self) -> list[tuple[str, list[Any]]]:
+        """Each rollup table's upsert, one statement per table on PostgreSQL."""
+        return [
             *_upserts(StepRollupHourly, self.step_hourly),
             *_upserts(StepRollupDaily, self.step_daily),
             *_upserts(RunRollupHourly, self.run_hourly),
             *_upserts(RunRollupDaily, self.run_daily),
         ]
+
+    def statements(self) -> list[tuple[str, list[Any]]]:
+        """The statements that add the counters to the stored rows, for a writer that
+        sends them itself (the OTLP ingest queues them behind its last ``COPY``)."""
+        statements = self.upserts()
         if connection.vendor == "postgresql" and 1 < len(statements) <= 4:
             # A step batch's upserts in one round trip: data-modifying CTEs all run.
             ctes = ", ".join(f"u{i} AS ({sql})" for i, (sql, _) in enumerate(statements))
@@ -427,6 +431,15 @@ def rollups_record(
     """Count freshly inserted steps and runs that just ended (as (trace, failed steps,
     action steps)) in one statement; call in the transaction that wrote them."""
     acc = RollupAccumulator()
+    rollups_add_steps(acc, steps=steps, traces=traces)
+    acc.add_runs(runs)
+    acc.save()
+
+
+def rollups_add_steps(
+    acc: RollupAccumulator, *, steps: Iterable[Step], traces: Iterable[Trace] = ()
+) -> None:
+    """Add the steps' counters to ``acc``, their traces' dimensions read where not in hand."""
     steps = list(steps)
     if steps:
         # The recorder hands trace ids as strings, the ORM as UUIDs.
@@ -434,8 +447,6 @@ def rollups_record(
         dims = known | _dims_of({str(step.trace_id) for step in steps} - known.keys())
         for step in steps:
             acc.add_step_row(step, dims[str(step.trace_id)])
-    acc.add_runs(runs)
-    acc.save()
 
 
 def rollups_record_handover(*, trace: Trace) -> None:

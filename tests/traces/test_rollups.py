@@ -386,3 +386,37 @@ def test_a_traces_steps_counted_together_count_as_one_by_one() -> None:
     assert together.step_hourly == one_by_one.step_hourly
     assert together.step_daily == one_by_one.step_daily
     assert len(together.step_hourly) == 4 and len(together.step_daily) == 4
+
+
+def test_a_step_batch_and_its_counters_are_one_statement_that_stands_or_falls_whole(
+    support_agent: Any,
+) -> None:
+    """Outside a transaction (the recorder's thread), the INSERT and the rollup upserts go
+    as one statement: one round trip, no BEGIN or COMMIT, and a refused batch counts
+    nothing."""
+    from django.db import IntegrityError, connection
+    from django.test.utils import CaptureQueriesContext
+
+    from traces.recorder import _insert_batch
+
+    trace = new_trace(support_agent)
+
+    def step(number: int) -> Step:
+        return Step(
+            trace_id=trace.pk, step_number=number, phase="reasoning", started_at=T0, ok=True
+        )
+
+    assert not connection.in_atomic_block
+    with clock_at(T0):
+        _insert_batch([step(1)])  # the trace's rollup dimensions are read once, then kept
+        with CaptureQueriesContext(connection) as queries:
+            _insert_batch([step(2), step(3)])
+    assert len(queries) == 1
+    assert Step.objects.filter(trace=trace).count() == 3
+    assert StepRollupHourly.objects.aggregate(n=Sum("steps"))["n"] == 3
+    assert StepRollupDaily.objects.aggregate(n=Sum("steps"))["n"] == 3
+    with clock_at(T0), pytest.raises(IntegrityError):
+        _insert_batch([step(4), step(2)])  # 2 is taken: neither step, nor their counts
+    assert Step.objects.filter(trace=trace).count() == 3
+    assert StepRollupHourly.objects.aggregate(n=Sum("steps"))["n"] == 3
+    assert StepRollupDaily.objects.aggregate(n=Sum("steps"))["n"] == 3
