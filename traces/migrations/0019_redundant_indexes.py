@@ -11,7 +11,8 @@ run or by the OTLP ingest, updated them all (Trace had 26 indexes, Step 9).
   stays, renamed to its ``Meta.constraints`` name.
 
 The state changes are what ``makemigrations`` writes; the database changes are made
-here, so that no index is rebuilt (dropping and renaming take a moment on any table).
+here, so that no index is rebuilt (dropping and renaming take a moment on any table, and
+on PostgreSQL the drops do not block writers).
 """
 
 import django.db.models.deletion
@@ -80,8 +81,11 @@ def _unique_rename(schema_editor, to_name):
 
 def forwards(apps, schema_editor):
     q = schema_editor.quote_name
+    # CONCURRENTLY: writers go on while an index goes (it cannot run in a transaction:
+    # the migration is not atomic; every step can be run again).
+    concurrently = "CONCURRENTLY " if schema_editor.connection.vendor == "postgresql" else ""
     for _, name, _, _ in DROPPED:
-        schema_editor.execute(f"DROP INDEX IF EXISTS {q(name)}")
+        schema_editor.execute(f"DROP INDEX {concurrently}IF EXISTS {q(name)}")
     for table, old, new, column in RENAMED:
         _rename(schema_editor, table, old, new, column)
     _unique_rename(schema_editor, UNIQUE[2])
@@ -101,6 +105,7 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+    atomic = False
     dependencies = [
         ("agents", "0008_customerfact"),
         ("traces", "0018_trace_learning"),
