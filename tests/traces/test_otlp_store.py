@@ -120,6 +120,44 @@ def test_a_trace_sent_whole_and_one_sent_in_pieces_are_stored_alike(error_rules:
 
 
 @pytest.mark.django_db
+def test_traces_stored_already_are_told_apart_from_new_ones_in_one_request(
+    error_rules: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that carries traces started by earlier requests among new ones, wherever
+    they come in it: the new ones are written with COPY in one pass, the others numbered
+    on from the store, and every run is settled and counted once."""
+    counted = _runs_counted()
+    first, middle, last = (uuid.uuid4().hex for _ in range(3))
+    for started in (first, middle, last):
+        otlp_spans_ingest(_spans(started)[:1], user_id=None)  # the chat span alone
+    new = [uuid.uuid4().hex for _ in range(40)]  # enough rows for several COPY batches
+    spans = [s for hex_id in new[:20] for s in _spans(hex_id)]
+    spans = _spans(first)[1:] + spans + _spans(middle)[1:]
+    spans += [s for hex_id in new[20:] for s in _spans(hex_id)] + _spans(last)[1:]
+
+    passes: list[bool] = []
+    store = otlp._spans_store
+
+    def spans_store(*args: Any, optimistic: bool) -> None:
+        passes.append(optimistic)
+        store(*args, optimistic=optimistic)
+
+    monkeypatch.setattr(otlp, "_spans_store", spans_store)
+    result = otlp_spans_ingest(spans, user_id=None)
+
+    assert passes == [True]  # no COPY refused, no second pass
+    assert (result.accepted, result.duplicates) == (2 * 40 + 3, 0)
+    assert sorted(result.trace_ids) == sorted(
+        str(uuid.UUID(hex=h)) for h in [first, middle, last, *new]
+    )
+    whole, whole_steps = _stored(new[0])
+    for hex_id in (first, middle, last, *new):
+        assert _stored(hex_id) == (whole, whole_steps)
+    assert [s[:2] for s in whole_steps] == [(1, Step.Phase.REASONING), (2, Step.Phase.ACTION)]
+    assert _runs_counted() == counted + 43  # each run counted once
+
+
+@pytest.mark.django_db
 def test_a_span_sent_twice_in_one_request_is_stored_once(error_rules: None) -> None:
     trace_hex = uuid.uuid4().hex
     spans = _spans(trace_hex)
