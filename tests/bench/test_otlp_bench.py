@@ -32,3 +32,22 @@ def test_the_database_cpu_is_read_from_this_connections_backend_and_only_from_it
     connection.close()  # another connection, another backend: not counted as this one
     connection.ensure_connection()
     assert backend.read() is None
+
+
+@pytest.mark.django_db(transaction=True)  # each export request commits, as the endpoint's
+def test_a_tiny_run_measures_every_path_and_leaves_no_row_or_task_behind() -> None:
+    """Warm-ups included: every pass's traces are deleted, and the broker pass's tasks
+    purged, so that a second run (or a test after it) starts from the same state."""
+    from bench.otlp_ingest import PATHS, bench_otlp_ingest
+    from traces.models import Step, Trace
+
+    traces_before = Trace.objects.count()
+    result = bench_otlp_ingest(traces=4, batch=2, repeats=1)
+
+    assert result["paths"] == list(PATHS)
+    assert result["requests_per_repeat"] == 2
+    assert result["rows_per_repeat"] == 4 * 3  # a trace and its 2 steps each
+    assert all(len(rates) == 1 and rates[0] > 0 for rates in result["rows_per_s"].values())
+    assert Trace.objects.count() == traces_before
+    assert not Step.objects.filter(idempotency_key__startswith="otel:").exists()
+    assert _broker_purge() == 0
