@@ -14,6 +14,7 @@ import functools
 import gzip
 import json
 import logging
+import math
 import re
 import uuid
 import zlib
@@ -64,6 +65,13 @@ STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
 TEXT_MAX = 4000
 DETAIL_MAX = 2000
 ATTRIBUTE_MAX = 1000
+# An exporter's text is redacted whole and only then cut to its column (cut first, a secret
+# across the cut would keep its head). Past this length it is cut before redacting too: no
+# column keeps that much, and redaction costs by the character.
+RAW_TEXT_MAX = 65_536
+# Names used as cache keys are cut to this length first, so an exporter cannot pin
+# megabytes per entry in a process-wide cache.
+NAME_KEY_MAX = 1024
 # error.type values of the conventions and common client libraries, as executor codes the
 # default rules know. Anything else is classified by its own name first (an admin may add a
 # rule for it), then as an exception the tool raised.
@@ -121,12 +129,24 @@ class IngestResult:
     duplicates: int = 0
     rejected: int = 0
     trace_ids: list[str] = field(default_factory=list)
+    # Of ``rejected``: spans whose trace id is a run this installation ran itself.
+    rejected_native: int = 0
 
     @property
     def message(self) -> str:
-        if not self.rejected:
-            return ""
-        return f"{self.rejected} span(s) without gen_ai.operation.name were not stored"
+        reasons = []
+        if self.rejected - self.rejected_native:
+            reasons.append(
+                f"{self.rejected - self.rejected_native} span(s) without "
+                "gen_ai.operation.name were not stored"
+            )
+        if self.rejected_native:
+            reasons.append(
+                f"{self.rejected_native} span(s) name the trace id of a run this "
+                "installation ran itself and were not stored (only external traces take "
+                "spans over OTLP)"
+            )
+        return "; ".join(reasons)
 
 
 # --- decoding ----------------------------------------------------------------------------
@@ -138,14 +158,29 @@ def otlp_body_decompress(body: bytes, encoding: str, *, max_bytes: int) -> bytes
     if encoding not in ("gzip", "deflate"):
         raise OtlpRequestInvalid(f"unsupported Content-Encoding {encoding!r}")
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
-    inflater = zlib.decompressobj(wbits)
+    parts: list[bytes] = []
+    size = 0
+    rest = body
     try:
-        data = inflater.decompress(body, max_bytes + 1)
+        # A gzip body may hold several members, one after the other (RFC 1952): each is
+        # inflated, and each must be whole (its end and checksum read), or nothing is.
+        while True:
+            inflater = zlib.decompressobj(wbits)
+            part = inflater.decompress(rest, max_bytes + 1 - size)
+            size += len(part)
+            if size > max_bytes:
+                raise OtlpBodyTooLarge(max_bytes)
+            parts.append(part)
+            if not inflater.eof:
+                raise OtlpRequestInvalid(f"the {encoding} body is truncated")
+            rest = inflater.unused_data
+            if not rest:
+                break
+            if encoding != "gzip":
+                raise OtlpRequestInvalid(f"the {encoding} body has bytes after its end")
     except (zlib.error, gzip.BadGzipFile) as exc:
         raise OtlpRequestInvalid(f"the {encoding} body is corrupt: {exc}") from exc
-    if len(data) > max_bytes:
-        raise OtlpBodyTooLarge(max_bytes)
-    return data
+    return b"".join(parts)
 
 
 class OtlpBodyTooLarge(Exception):
@@ -153,16 +188,26 @@ class OtlpBodyTooLarge(Exception):
         super().__init__(f"the request body is larger than {max_bytes} bytes")
 
 
+def _nul_free(text: str) -> str:
+    """``text`` without NUL characters, which PostgreSQL stores in no text or jsonb value
+    (protobuf and JSON strings may carry them)."""
+    return text.replace("\x00", "") if "\x00" in text else text
+
+
 def _any_value(value: Any) -> Any:
     kind = value.WhichOneof("value")
     if kind is None:
         return None
+    if kind == "string_value":
+        return _nul_free(value.string_value)
     if kind == "array_value":
         return [_any_value(v) for v in value.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: _any_value(kv.value) for kv in value.kvlist_value.values}
+        return {_nul_free(kv.key): _any_value(kv.value) for kv in value.kvlist_value.values}
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
+    if kind == "double_value" and not math.isfinite(value.double_value):
+        return str(value.double_value)  # "inf", "nan": JSON and jsonb have no such numbers
     return getattr(value, kind)
 
 
@@ -173,7 +218,8 @@ def _attributes(pairs: Any) -> dict[str, Any]:
         kind = value.WhichOneof("value")
         # Most GenAI attributes are strings or integers: read those without a call.
         if kind == "string_value":
-            attributes[kv.key] = value.string_value
+            text = value.string_value
+            attributes[kv.key] = text.replace("\x00", "") if "\x00" in text else text
         elif kind == "int_value":
             attributes[kv.key] = value.int_value
         else:
@@ -258,11 +304,11 @@ def _spans_of(request: Any) -> list[SpanIn]:
                         trace_id=span.trace_id.hex(),
                         span_id=span.span_id.hex(),
                         parent_span_id=span.parent_span_id.hex(),
-                        name=span.name,
+                        name=_nul_free(span.name),
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
                         status_code=span.status.code,
-                        status_message=span.status.message,
+                        status_message=_nul_free(span.status.message),
                         attributes=_attributes(span.attributes),
                         exception=exception,
                         resource=resource,
@@ -272,7 +318,9 @@ def _spans_of(request: Any) -> list[SpanIn]:
 
 
 # --- mapping -----------------------------------------------------------------------------
-def _text(value: Any, limit: int = TEXT_MAX) -> str:
+def _text(value: Any, limit: int = RAW_TEXT_MAX) -> str:
+    """An attribute as text, cut to ``limit``: the raw text to redact (``RAW_TEXT_MAX``),
+    or, for a text that is not stored, its column's length."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -285,6 +333,37 @@ def _clean(value: Any, limit: int, secrets: list[str] | None = None) -> str:
     (cut first, a secret across the limit would keep its head; redacted first, the
     marker could not overflow the column)."""
     return redact_text(_text(value), secrets=secrets)[:limit]
+
+
+def _json_value(text: str) -> Any:
+    """A JSON text an exporter sent as an attribute; ``ValueError`` when it is not one that
+    PostgreSQL can store (NaN and Infinity are no JSON) or is nested past Python's
+    recursion limit. Strings and keys come back without NUL characters."""
+    text = _nul_free(text)
+    try:
+        value = _JSON_DECODER.decode(text)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    # Only the escape can bring a NUL back: most texts are returned as parsed.
+    return _json_clean(value) if "\\u0000" in text else value
+
+
+def _json_constant_refuse(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# One decoder for every text (json.loads with an option makes a decoder per call).
+_JSON_DECODER = json.JSONDecoder(parse_constant=_json_constant_refuse)
+
+
+def _json_clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return _nul_free(value)
+    if isinstance(value, dict):
+        return {_nul_free(key): _json_clean(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_clean(item) for item in value]
+    return value
 
 
 # Texts at most this long are remembered, redacted, for the rest of the request: provider,
@@ -341,7 +420,7 @@ class _Redactor:
 def _int(value: Any) -> int:
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite double
         return 0
     return max(0, min(number, 2**31 - 1))
 
@@ -354,19 +433,20 @@ def _messages_text(value: Any) -> str:
     """The text parts of gen_ai.input/output.messages (a JSON string or structured)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = _json_value(value)
         except ValueError:
-            return value[:TEXT_MAX]
+            return value[:RAW_TEXT_MAX]
     texts: list[str] = []
     for message in value if isinstance(value, list) else []:
         if not isinstance(message, dict):
             continue
-        for part in message.get("parts") or []:
+        parts = message.get("parts")
+        for part in parts if isinstance(parts, list) else []:
             if isinstance(part, dict) and part.get("type") == "text":
-                texts.append(str(part.get("content", "")))
+                texts.append(_text(part.get("content", "")))
         if isinstance(message.get("content"), str):
             texts.append(message["content"])
-    return "\n".join(texts)[:TEXT_MAX]
+    return "\n".join(texts)[:RAW_TEXT_MAX]
 
 
 def span_error_event(span: SpanIn) -> tuple[ErrorEvent, ErrorEvent | None]:
@@ -438,14 +518,15 @@ def span_step_fields(
         arguments = attrs.get("gen_ai.tool.call.arguments")
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments)
+                arguments = _json_value(arguments)
             except ValueError:
-                arguments = {"raw": arguments[:TEXT_MAX]}
+                arguments = {"raw": arguments[:RAW_TEXT_MAX]}  # redacted, then cut, below
         data.update(
             action_type=Step.ActionType.TOOL,
-            tool_name=_text(attrs.get("gen_ai.tool.name")),  # redacted, then cut, below
+            # Redacted, then cut, below (these texts and the thought, error and result).
+            tool_name=_text(attrs.get("gen_ai.tool.name")),
             action_input=arguments if isinstance(arguments, dict) else {},
-            endpoint=_text(attrs.get("url.full") or attrs.get("server.address"), 500),
+            endpoint=_text(attrs.get("url.full") or attrs.get("server.address")),
             status_code=_int(attrs.get("http.response.status_code")) or None,
             response_summary=_text(attrs.get("gen_ai.tool.call.result")),
         )
@@ -457,11 +538,16 @@ def span_step_fields(
         data["ok"] = False
         data["error_type"] = redactor.error_type(span, rules)
         data["error_detail"] = _text(
-            ": ".join(filter(None, [str(attrs.get("error.type") or ""), span.status_message]))
-            + (f" ({span.exception})" if span.exception else ""),
-            DETAIL_MAX,
+            ": ".join(filter(None, [_text(attrs.get("error.type")), span.status_message]))
+            + (f" ({span.exception})" if span.exception else "")
         )
     data = step_data_redact(data, secrets=redactor.secrets, redact=redactor.text)
+    for name, limit in _CUT_AFTER_REDACTION:
+        if len(data.get(name) or "") > limit:
+            data[name] = data[name][:limit]
+    raw = data.get("action_input", {}).get("raw")
+    if isinstance(raw, str) and len(raw) > TEXT_MAX:
+        data["action_input"]["raw"] = raw[:TEXT_MAX]
     # Redacted here, string by string: the span ids are hex this module wrote, and a known
     # operation name is one of ours; everything else in them came from the exporter.
     data["details"] = {
@@ -481,14 +567,23 @@ def span_step_fields(
     return data
 
 
+_CUT_AFTER_REDACTION = (
+    ("thought", TEXT_MAX),
+    ("response_summary", TEXT_MAX),
+    ("error_detail", DETAIL_MAX),
+)
+
+
 def _agent_name(spans: list[SpanIn]) -> str:
     """The name of the agent the spans' run is filed under (an Agent row's name), redacted."""
     for span in spans:
         if span.attributes.get("gen_ai.agent.name"):
-            return _agent_label(str(span.attributes["gen_ai.agent.name"]), tuple(known_secrets()))
+            name = _text(span.attributes["gen_ai.agent.name"], NAME_KEY_MAX)
+            return _agent_label(name, tuple(known_secrets()))
     for span in spans:
         if span.resource.get("service.name"):
-            return _agent_label(str(span.resource["service.name"]), tuple(known_secrets()))
+            name = _text(span.resource["service.name"], NAME_KEY_MAX)
+            return _agent_label(name, tuple(known_secrets()))
     return "otel"
 
 
@@ -650,7 +745,7 @@ def otlp_spans_ingest(
         # A concurrent request stored some of these traces or spans between the read and
         # the COPY, or an agent the resolver remembered was deleted since: once more,
         # reading what is there.
-        result = IngestResult(rejected=result.rejected)
+        result = IngestResult(rejected=len(spans) - len(genai))
         agent_of = _agent_ids(agent_names, fresh=True)
         with transaction.atomic():
             _spans_store(by_trace, agent_of, user_id, rules, result, optimistic=False)
@@ -682,6 +777,8 @@ def _spans_store(
     redactor = _Redactor()
     if optimistic:
         stored = _traces_stored(ids)
+        by_trace = _external_only(by_trace, stored, result)
+        ids = [uuid.UUID(hex=hex_id) for hex_id in by_trace]
         new = {h: g for h, g in by_trace.items() if h not in stored}
     else:
         Trace.objects.bulk_create(
@@ -698,20 +795,42 @@ def _spans_store(
     old = {h: g for h, g in by_trace.items() if h not in new}
     if old:
         known = _traces_lock([uuid.UUID(hex=h) for h in old])
-        ended += _known_traces_store(old, known, agent_of, rules, result, redactor)
+        if not optimistic:  # created just now, or found: a native run's is refused here
+            old = _external_only(old, {h: t.origin for h, t in known.items()}, result)
+            ids = [uuid.UUID(hex=hex_id) for hex_id in old]
+            known = {h: known[h] for h in old}
+        if old:
+            ended += _known_traces_store(old, known, agent_of, rules, result, redactor)
     result.trace_ids = [str(trace_id) for trace_id in ids]
     if ended:
         transaction.on_commit(partial(_runs_ended, ended))
 
 
-def _traces_stored(ids: list[uuid.UUID]) -> set[str]:
-    """The hex ids of the traces among ``ids`` already stored (not locked)."""
+def _traces_stored(ids: list[uuid.UUID]) -> dict[str, str]:
+    """The traces among ``ids`` already stored (not locked): their origin, by hex id."""
     if connection.vendor != "postgresql":
-        return {pk.hex for pk in Trace.objects.filter(pk__in=ids).values_list("pk", flat=True)}
+        rows = Trace.objects.filter(pk__in=ids).values_list("pk", "origin")
+        return {pk.hex: origin for pk, origin in rows}
     with connection.cursor() as cursor:
         # One array parameter: the statement text stays the same, whatever the count.
-        cursor.execute(f"SELECT id FROM {Trace._meta.db_table} WHERE id = ANY(%s)", [ids])
-        return {row[0].hex for row in cursor.fetchall()}
+        cursor.execute(f"SELECT id, origin FROM {Trace._meta.db_table} WHERE id = ANY(%s)", [ids])
+        return {row[0].hex: row[1] for row in cursor.fetchall()}
+
+
+def _external_only(
+    by_trace: dict[str, list[SpanIn]], origins: dict[str, str], result: IngestResult
+) -> dict[str, list[SpanIn]]:
+    """The traces that are new or external: spans naming a run this installation ran
+    itself (a native trace's id) are refused, so that no exporter can rewrite its steps,
+    status or answer, whether by accident (its own export sent back) or on purpose."""
+    native = [h for h, origin in origins.items() if origin != Trace.Origin.EXTERNAL]
+    if not native:
+        return by_trace
+    refused = sum(len(by_trace[h]) for h in native if h in by_trace)
+    result.rejected += refused
+    result.rejected_native += refused
+    logger.warning("otlp.native_trace_refused", extra={"traces": native, "spans": refused})
+    return {h: g for h, g in by_trace.items() if h not in native}
 
 
 def _traces_lock(ids: list[uuid.UUID]) -> dict[str, Trace]:
@@ -882,12 +1001,15 @@ def _trace_settle(
     else:
         trace.outcome = Trace.Outcome.ANSWERED_WITHOUT_DATA
     trace.error_type = totals.get("first_error") or ""
-    trace.total_steps = totals.get("steps") or 0
-    trace.failed_steps = totals.get("failed") or 0
-    trace.total_latency_ms = (
-        _int((root.end_ns - root.start_ns) // 1_000_000) if root else totals.get("latency") or 0
-    )
-    trace.total_tokens = (totals.get("prompt") or 0) + (totals.get("completion") or 0)
+    # Each span's figures are clamped to an integer column; their sums are clamped too.
+    trace.total_steps = _int(totals.get("steps"))
+    trace.failed_steps = _int(totals.get("failed"))
+    if root is not None:
+        trace.total_latency_ms = _int((root.end_ns - root.start_ns) // 1_000_000)
+    elif trace.finished_at is None:  # no run span yet: the steps' time so far
+        trace.total_latency_ms = _int(totals.get("latency"))
+    # else a child that came after its run span: the run's own duration stands
+    trace.total_tokens = _int((totals.get("prompt") or 0) + (totals.get("completion") or 0))
     if root is None:
         return False
     just_ended = trace.finished_at is None
@@ -895,7 +1017,7 @@ def _trace_settle(
     if just_ended:  # owed to the learning loop until it has taken the run
         trace.learning = Trace.Learning.PENDING
     answer = _messages_text(root.attributes.get("gen_ai.output.messages"))
-    trace.final_answer = redactor.text(answer) if redactor else redact_text(answer)
+    trace.final_answer = (redactor.text(answer) if redactor else redact_text(answer))[:TEXT_MAX]
     return just_ended
 
 

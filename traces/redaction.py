@@ -138,11 +138,21 @@ def secret_register(value: str | None) -> None:
 
 def secret_key_name(key: object) -> bool:
     """True when a mapping key names a secret (``password``, ``apiKey``, ``X-Api-Key``)."""
-    return isinstance(key, str) and _secret_key_name(key)
+    if not isinstance(key, str):
+        return False
+    # The cache keeps short keys only: a long one (any text can be a key) is not kept.
+    return _secret_key_name(key) if len(key) <= _CACHED_KEY_MAX else _secret_key_uncached(key)
+
+
+_CACHED_KEY_MAX = 256
 
 
 @functools.lru_cache(maxsize=4096)  # the same few keys come back in every step
 def _secret_key_name(key: str) -> bool:
+    return _secret_key_uncached(key)
+
+
+def _secret_key_uncached(key: str) -> bool:
     normalised = _KEY_SEPARATORS.sub("_", _CAMEL_BOUNDARY.sub("_", key.strip())).lower()
     return bool(_SECRET_KEY.search(normalised))
 
@@ -160,6 +170,26 @@ def _redact_text(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
+    return _shapes_redacted(text)
+
+
+def _redact_key(key: str, secrets: list[str]) -> str:
+    """``_redact_text`` for a mapping key: the same few keys come back value after value,
+    so the part that depends on the key alone (the secret shapes) is remembered."""
+    for secret in secrets:
+        if secret in key:
+            key = key.replace(secret, REDACTED)
+    return _shapes_redacted_cached(key) if len(key) <= _CACHED_KEY_MAX else _shapes_redacted(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shapes_redacted_cached(text: str) -> str:
+    return _shapes_redacted(text)
+
+
+def _shapes_redacted(text: str) -> str:
+    """``text`` with secret-looking values (by their shape: pairs, tokens, card numbers)
+    replaced."""
     lowered = text.lower()
     if _ANY_TRIGGER.search(lowered):
         for triggers, pattern in _FAMILIES:
@@ -196,12 +226,24 @@ def _redact_value(value: Any, secrets: list[str]) -> Any:
     if isinstance(value, str):
         return _redact_text(value, secrets) if value else value
     if isinstance(value, dict):
-        return {
-            key: REDACTED
-            if secret_key_name(key) and item not in (None, "")
-            else _redact_value(item, secrets)
-            for key, item in value.items()
-        }
+        redacted: dict[Any, Any] = {}
+        for key, item in value.items():
+            item = (
+                REDACTED
+                if secret_key_name(key) and item not in (None, "")
+                else _redact_value(item, secrets)
+            )
+            if isinstance(key, str) and key:
+                # A key is text too: a secret used as a key is redacted like any other. Two
+                # keys redacted alike both stay, numbered, so no value is lost.
+                clean = _redact_key(key, secrets)
+                if clean != key:
+                    base, n = clean, 2
+                    while clean in redacted or clean in value:
+                        clean, n = f"{base} #{n}", n + 1
+                    key = clean
+            redacted[key] = item
+        return redacted
     if isinstance(value, list | tuple):
         return [_redact_value(item, secrets) for item in value]
     return value

@@ -174,7 +174,7 @@ def test_a_writer_that_wins_the_race_costs_a_retry_not_a_duplicate(
     otlp_spans_ingest(_spans(trace_hex), user_id=None)
     before = _stored(trace_hex)
     # The race: another request commits the trace between this one's read and its COPY.
-    monkeypatch.setattr(otlp, "_traces_stored", lambda ids: set())
+    monkeypatch.setattr(otlp, "_traces_stored", lambda ids: {})
     result = otlp_spans_ingest(_spans(trace_hex), user_id=None)
     assert (result.accepted, result.duplicates) == (0, 2)  # the root span is no step
     assert result.trace_ids == [str(uuid.UUID(hex=trace_hex))]
