@@ -132,6 +132,13 @@ class Tool(models.Model):
             raise ValidationError({"auth": "Only HTTP tools send credentials."})
         if not isinstance(self.params_schema, dict) or self.params_schema.get("type") != "object":
             raise ValidationError({"params_schema": 'Must be a JSON Schema with "type": "object".'})
+        from agents.tools.tool_import import RESERVED_NAMES, schema_refs_problem
+
+        if self.name in RESERVED_NAMES:
+            raise ValidationError({"name": f"{self.name!r} is an action of the runtime's own."})
+        problem = schema_refs_problem(self.params_schema)
+        if problem:
+            raise ValidationError({"params_schema": problem})
         from agents.tools.adapters import ADAPTERS
 
         unknown = [name for name in self.adapters or [] if name not in ADAPTERS]

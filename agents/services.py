@@ -319,9 +319,12 @@ def tools_import(
         }
         problems: list[str] = []
         pending: list[tuple[Tool, list[str]]] = []
+        # Names the code declares, whether or not tools_sync has made their rows yet (a
+        # fresh installation, a tool a new release adds): an import never takes one.
+        declared = {d.name for d in [*SANDBOX_TOOLS, *registered_python_tools()]}
         for spec in specs:
             tool = existing.get(spec.name)
-            if tool is not None and tool.source != Tool.Source.IMPORT:
+            if spec.name in declared or (tool is not None and tool.source != Tool.Source.IMPORT):
                 problems.append(f"{spec.name}: a code-declared tool already has this name")
                 continue
             if tool is None:

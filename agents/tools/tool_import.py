@@ -27,12 +27,17 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import Draft202012Validator
 
-from traces.redaction import redact_text
+from traces.redaction import redact_text, redact_value
 
 MAX_DOCUMENT_BYTES = 1_000_000
 MAX_OPERATIONS = 200
 MAX_DESCRIPTION_CHARS = 1000
 MAX_REF_DEPTH = 20
+# One tool's arguments schema, $refs expanded: it goes into every reasoning prompt.
+MAX_SCHEMA_NODES = 5_000
+MAX_SCHEMA_BYTES = 32_768
+# Action names the runtime gives a meaning of its own: no tool may take one.
+RESERVED_NAMES = frozenset({"final_answer"})
 METHODS = ("get", "post", "put", "patch", "delete")
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 ARGUMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -65,7 +70,19 @@ def tools_import_parse(raw: bytes | str, *, base_url: str = "") -> list[ToolSpec
         raw = raw.encode()
     if len(raw) > MAX_DOCUMENT_BYTES:
         raise ToolImportError([f"the document is larger than {MAX_DOCUMENT_BYTES} bytes"])
-    document = _load(raw)
+    try:
+        return _parse(_load(raw), base_url=base_url)
+    except RecursionError:
+        raise ToolImportError(["the document is nested too deeply"]) from None
+    except (TypeError, AttributeError, ValueError) as exc:
+        if isinstance(exc, ToolImportError):
+            raise
+        # A field of an unexpected type that no check above named: still the document's
+        # fault, and said as such (the admin page and the command show it, no traceback).
+        raise ToolImportError([f"the document is malformed: {exc}"]) from None
+
+
+def _parse(document: Any, *, base_url: str) -> list[ToolSpec]:
     if isinstance(document, list):
         return _function_list(document, base_url=base_url)
     if isinstance(document, dict) and "openapi" in document:
@@ -80,7 +97,7 @@ def tools_import_parse(raw: bytes | str, *, base_url: str = "") -> list[ToolSpec
 def _load(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as json_error:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as json_error:
         try:
             import yaml
         except ImportError:  # pragma: no cover - PyYAML ships with the project's deps
@@ -112,6 +129,39 @@ def _check_schema(schema: Any, where: str, problems: list[str]) -> None:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         problems.append(f"{where}: invalid JSON Schema: {exc.message}")
+        return
+    size = len(json.dumps(schema))
+    if size > MAX_SCHEMA_BYTES:
+        problems.append(
+            f"{where}: the arguments schema is {size} bytes, more than {MAX_SCHEMA_BYTES} "
+            "(it goes into every prompt)"
+        )
+
+
+def _schema_clean(schema: Any) -> Any:
+    """A schema's texts as stored and put in prompts: every ``description`` and ``title``
+    clipped like an operation's, and secret-looking examples and defaults redacted (a
+    document may show a real key in one)."""
+    if isinstance(schema, list):
+        return [_schema_clean(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("description", "title") and isinstance(value, str):
+            cleaned[key] = _clip(value)
+        elif key in ("example", "examples", "default"):
+            cleaned[key] = redact_value(value)
+        else:
+            cleaned[key] = _schema_clean(value)
+    return cleaned
+
+
+def _check_name(name: str, where: str, problems: list[str]) -> bool:
+    if name in RESERVED_NAMES:
+        problems.append(f"{where}: {name!r} is an action of the runtime's own, not a tool name")
+        return False
+    return True
 
 
 def _check_names(specs: list[ToolSpec], problems: list[str]) -> None:
@@ -144,11 +194,23 @@ def _function_list(items: list[Any], *, base_url: str) -> list[ToolSpec]:
             problems.append(f"{where}: name {name!r} must match {TOOL_NAME.pattern}")
             continue
         where = f"function {name}"
+        if not _check_name(name, where, problems):
+            continue
         parameters = function.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(parameters, dict) or parameters.get("type") != "object":
             problems.append(f'{where}: parameters must be a JSON Schema with "type": "object"')
             continue
+        try:
+            # Its local $refs (to its own "$defs") inlined, as an OpenAPI operation's are:
+            # a reference that points nowhere is refused here, not when a run calls it.
+            parameters = _schema_clean(_resolve(parameters, parameters, where))
+        except ToolImportError as exc:
+            problems.extend(exc.problems)
+            continue
+        before = len(problems)
         _check_schema(parameters, where, problems)
+        if len(problems) > before:
+            continue
         endpoint = item.get("x-endpoint") or function.get("x-endpoint") or {}
         if not isinstance(endpoint, dict):
             problems.append(f"{where}: x-endpoint must be an object")
@@ -162,6 +224,9 @@ def _function_list(items: list[Any], *, base_url: str) -> list[ToolSpec]:
             problems.append(f"{where}: x-endpoint path must start with '/'")
             continue
         properties = parameters.get("properties") or {}
+        if not isinstance(properties, dict):
+            problems.append(f"{where}: parameters.properties must be an object")
+            continue
         path_names = re.findall(r"{([^}]*)}", path)
         missing = [p for p in path_names if p not in properties]
         if missing:
@@ -230,7 +295,8 @@ def _openapi(document: dict[str, Any], *, base_url: str) -> list[ToolSpec]:
 
 
 def _server_url(document: dict[str, Any], problems: list[str]) -> str:
-    for server in document.get("servers") or []:
+    servers = document.get("servers") or []
+    for server in servers if isinstance(servers, list) else []:
         url = server.get("url", "") if isinstance(server, dict) else ""
         if isinstance(url, str) and re.match(r"^https?://", url) and "{" not in url:
             return _base(url)
@@ -240,12 +306,25 @@ def _server_url(document: dict[str, Any], problems: list[str]) -> str:
     return ""
 
 
-def _resolve(document: dict[str, Any], node: Any, where: str, depth: int = 0) -> Any:
-    """``node`` with every local ``$ref`` replaced by its target (bounded, no cycles)."""
+def _resolve(
+    document: dict[str, Any],
+    node: Any,
+    where: str,
+    depth: int = 0,
+    budget: list[int] | None = None,
+) -> Any:
+    """``node`` with every local ``$ref`` replaced by its target (bounded: no cycles, and
+    at most ``MAX_SCHEMA_NODES`` nodes in all, however often references fan out)."""
+    budget = [MAX_SCHEMA_NODES] if budget is None else budget
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ToolImportError(
+            [f"{where}: the schema expands to more than {MAX_SCHEMA_NODES} nodes ($ref fan-out)"]
+        )
     if depth > MAX_REF_DEPTH:
         raise ToolImportError([f"{where}: $ref nesting deeper than {MAX_REF_DEPTH} (a cycle?)"])
     if isinstance(node, list):
-        return [_resolve(document, value, where, depth) for value in node]
+        return [_resolve(document, value, where, depth, budget) for value in node]
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
@@ -258,8 +337,20 @@ def _resolve(document: dict[str, Any], node: Any, where: str, depth: int = 0) ->
             if not isinstance(target, dict) or part not in target:
                 raise ToolImportError([f"{where}: $ref {ref} points nowhere"])
             target = target[part]
-        return _resolve(document, target, where, depth + 1)
-    return {key: _resolve(document, value, where, depth) for key, value in node.items()}
+        return _resolve(document, target, where, depth + 1, budget)
+    return {key: _resolve(document, value, where, depth, budget) for key, value in node.items()}
+
+
+def schema_refs_problem(schema: Any) -> str:
+    """Why a stored arguments schema's ``$ref`` would fail when a run validates against it
+    (one that points nowhere or off the document, a cycle, a fan-out); "" when none."""
+    try:
+        _resolve(schema, schema, "the schema")
+    except ToolImportError as exc:
+        return "; ".join(exc.problems)
+    except RecursionError:
+        return "the schema is nested too deeply"
+    return ""
 
 
 def _operation_name(path: str, method: str, operation: dict[str, Any]) -> str:
@@ -287,11 +378,16 @@ def _operation(
         return None
     name = _operation_name(path, method, operation)
     where = f"{where} ({name})"
+    if not _check_name(name, where, problems):
+        return None
+    own = operation.get("parameters") or []
+    if not isinstance(shared or [], list) or not isinstance(own, list):
+        problems.append(f"{where}: 'parameters' must be a list")
+        return None
     try:
-        parameters = _resolve(
-            document, [*(shared or []), *(operation.get("parameters") or [])], where
-        )
-        body = _resolve(document, operation.get("requestBody"), where)
+        budget = [MAX_SCHEMA_NODES]  # for the operation's parameters and body together
+        parameters = _resolve(document, [*(shared or []), *own], where, budget=budget)
+        body = _resolve(document, operation.get("requestBody"), where, budget=budget)
     except ToolImportError as exc:
         problems.extend(exc.problems)
         return None
@@ -325,7 +421,11 @@ def _operation(
         if argument in locations:
             problems.append(f"{where}: argument {argument!r} is declared twice")
             continue
-        schema = dict(parameter.get("schema") or {"type": "string"})
+        schema = parameter.get("schema") or {"type": "string"}
+        if not isinstance(schema, dict):
+            problems.append(f"{where}: parameter {original!r} has a schema that is not an object")
+            continue
+        schema = dict(schema)
         if parameter.get("description") and "description" not in schema:
             schema["description"] = _clip(parameter["description"])
         properties[argument] = schema
@@ -342,6 +442,8 @@ def _operation(
             problems.append(
                 f"{where}: only a JSON request body whose schema is an object is supported"
             )
+        elif not isinstance(body_schema.get("properties") or {}, dict):
+            problems.append(f"{where}: the request body's properties must be an object")
         else:
             for argument, prop in (body_schema.get("properties") or {}).items():
                 if not ARGUMENT_NAME.match(str(argument)):
@@ -365,7 +467,7 @@ def _operation(
         return None
     params_schema: dict[str, Any] = {
         "type": "object",
-        "properties": properties,
+        "properties": _schema_clean(properties),
         "required": sorted(set(required), key=required.index),
         "additionalProperties": False,
     }
