@@ -14,6 +14,7 @@ import functools
 import ssl
 from typing import Any
 
+import httpcore
 import httpx
 
 
@@ -24,5 +25,32 @@ def tls_context() -> ssl.SSLContext:
 
 
 def tool_http_client(**options: Any) -> httpx.AsyncClient:
-    """A client for tool calls: no proxy or netrc from the environment (``trust_env``)."""
-    return httpx.AsyncClient(trust_env=False, verify=tls_context(), **options)
+    """A client for tool calls: no proxy or netrc from the environment (``trust_env``), and
+    the SSRF check again as each connection opens (``SSRFGuardedBackend``), on the address
+    it connects to. ``resolver``: how host names are looked up (tests)."""
+    from agents.tools.endpoints import sandbox_host
+    from agents.tools.ssrf import SSRFGuardedBackend
+
+    resolver = options.pop("resolver", None)
+    backend = SSRFGuardedBackend(
+        exempt_hosts=lambda: {sandbox_host()},
+        **({"resolver": resolver} if resolver is not None else {}),
+    )
+    return httpx.AsyncClient(trust_env=False, transport=_GuardedTransport(backend), **options)
+
+
+class _GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport on a network backend of the caller's. httpx takes no backend, so
+    its connection pool is made again with the same settings and this one (a test sends
+    a request through it: ``tests/agents/test_ssrf.py``)."""
+
+    def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
+        super().__init__(verify=tls_context(), trust_env=False)
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=tls_context(),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=5.0,
+            network_backend=backend,
+        )

@@ -267,7 +267,9 @@ def bench_otlp_ingest(
     # task), so that no measured pass carries them.
     for path in paths:
         if path.startswith("product_"):
-            _, ids = _product(_requests(batch, batch), rules, hand_off=path.removeprefix("product_"))
+            _, ids = _product(
+                _requests(batch, batch), rules, hand_off=path.removeprefix("product_")
+            )
             _delete(ids)
     _learning.clear()
     rates: dict[str, list[float]] = {path: [] for path in paths}

@@ -5,9 +5,11 @@ the runtime fetches is attacker-influenced. This module refuses URLs whose host 
 resolves to) an address inside the machine, the private network or a cloud metadata
 service, and performs requests that re-check every redirect hop and cap the body size.
 
-Known limit: the address check and the connection resolve the name separately, so a DNS
-answer that changes between the two (rebinding) is not caught here; the allow-list of
-endpoint prefixes is the other line of defence.
+The check before each request gives a clear early error; ``SSRFGuardedBackend`` makes it
+hold at the moment of connecting too. A client built with it (``tool_http_client``)
+resolves each host itself when it opens a connection, checks every address again, and
+connects to the address it checked, so a DNS answer that changes between the check and the
+connection (rebinding) cannot reach a blocked address.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import anyio.to_thread
+import httpcore
 import httpx
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -397,3 +400,73 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | No
         # Deprecated IPv4-compatible form ``::a.b.c.d``.
         return ipaddress.IPv4Address(int(address))
     return None
+
+
+class SSRFGuardedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend, with the SSRF check at connect time.
+
+    Each TCP connection resolves its host here, blocks it (``SSRFBlocked``) if any address
+    is internal, and connects to a checked address: the name is not resolved again
+    between the check and the connection. Hosts ``exempt_hosts()`` names (the sandbox)
+    connect as they are. TLS is unchanged: the certificate is checked against the URL's
+    host name, whatever address the connection went to.
+    """
+
+    def __init__(
+        self,
+        *,
+        exempt_hosts: Callable[[], Iterable[str]] = frozenset,
+        resolver: Resolver = socket.getaddrinfo,
+        inner: httpcore.AsyncNetworkBackend | None = None,
+    ) -> None:
+        self.exempt_hosts = exempt_hosts
+        self.resolver = resolver
+        self.inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        name = host.lower().strip("[]")
+        exempt = {entry.strip().lower() for entry in self.exempt_hosts()}
+        if {name, f"{name}:{port}", f"[{name}]:{port}"} & exempt:
+            targets = [host]
+        else:
+            found, resolved = await anyio.to_thread.run_sync(
+                lambda: _host_addresses(name, port=port, resolver=self.resolver)
+            )
+            for address in found:
+                reason = ssrf_address_block_reason(address)
+                if reason:
+                    verb = "resolves to" if resolved else "is"
+                    raise SSRFBlocked(f"host {name!r} {verb} {address}, {reason} (at connect)")
+            targets = [str(address) for address in dict.fromkeys(found)]
+        error: Exception | None = None
+        for target in targets:
+            try:
+                return await self.inner.connect_tcp(
+                    target,
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                error = exc  # the next checked address, as a resolver's order suggests
+        assert error is not None
+        raise error
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise SSRFBlocked("a Unix socket is not a tool endpoint")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)

@@ -665,3 +665,101 @@ def test_three_redirects_are_followed_by_default_and_a_fourth_is_refused() -> No
     assert asyncio.run(send(f"http://{PUBLIC_IP}/1")).redirects == 3
     with pytest.raises(TooManyRedirects):
         asyncio.run(send(f"http://{PUBLIC_IP}/0"))
+
+
+# --- the check again at connect time (DNS rebinding) ----------------------------------------
+
+
+@pytest.fixture
+def loopback_server() -> Any:
+    """A plain HTTP server on 127.0.0.1 that counts the requests it answers."""
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], hits
+    server.shutdown()
+    server.server_close()
+
+
+def _fetch(url: str, *, check_resolver: Any, connect_resolver: Any) -> SafeResponse:
+    from agents.http_clients import tool_http_client
+    from agents.tools.endpoints import sandbox_host
+
+    async def send() -> SafeResponse:
+        async with tool_http_client(resolver=connect_resolver) as client:
+            return await ssrf_safe_request(
+                client,
+                "GET",
+                url,
+                exempt_hosts=frozenset({sandbox_host()}),  # as the executor passes them
+                is_allowed_url=allow_everything,
+                max_bytes=100,
+                resolver=check_resolver,
+            )
+
+    return asyncio.run(send())
+
+
+def test_a_name_that_rebinds_to_loopback_after_the_check_is_blocked_at_connect(
+    loopback_server: Any, settings: Any
+) -> None:
+    """The check sees a public address; by the time the connection opens, the name points
+    at this machine. The connection is refused, and the server hears nothing."""
+    settings.SANDBOX_BASE_URL = "http://sandbox.invalid:1"  # nothing local is exempt
+    port, hits = loopback_server
+    with pytest.raises(SSRFBlocked, match=r"127\.0\.0\.1.*at connect"):
+        _fetch(
+            f"http://rebind.example:{port}/x",
+            check_resolver=fake_resolver(PUBLIC_IP),
+            connect_resolver=fake_resolver("127.0.0.1"),
+        )
+    assert hits == []
+
+
+def test_the_guarded_client_connects_to_the_address_it_checked(
+    loopback_server: Any, settings: Any
+) -> None:
+    """Through the real transport: the sandbox host is exempt and answers; any other name
+    is connected to at the address the guard resolved, not looked up again."""
+    port, hits = loopback_server
+    settings.SANDBOX_BASE_URL = f"http://127.0.0.1:{port}"
+    response = _fetch(
+        f"http://127.0.0.1:{port}/sandbox",
+        check_resolver=unexpected_resolver,
+        connect_resolver=unexpected_resolver,
+    )
+    assert (response.status_code, response.body, hits) == (200, b"ok", ["/sandbox"])
+
+    from agents.tools.ssrf import SSRFGuardedBackend
+
+    connected: list[tuple[str, int]] = []
+
+    class Recorder:
+        async def connect_tcp(self, host: str, port: int, **kwargs: Any) -> Any:
+            connected.append((host, port))
+            return "stream"
+
+    backend = SSRFGuardedBackend(
+        resolver=fake_resolver(PUBLIC_IP, "2606:4700:4700::1111"),
+        inner=Recorder(),  # type: ignore[arg-type]
+    )
+    assert asyncio.run(backend.connect_tcp("api.example.com", 443)) == "stream"
+    assert connected == [(PUBLIC_IP, 443)]
+    with pytest.raises(SSRFBlocked):
+        asyncio.run(backend.connect_unix_socket("/var/run/docker.sock"))

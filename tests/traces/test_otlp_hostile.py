@@ -127,10 +127,10 @@ def test_nul_characters_from_either_encoding_reach_no_row(error_rules: None) -> 
 
     assert result.accepted == 1
     (step,) = _steps(trace_hex)
-    stored = json.dumps(
-        [step.tool_name, step.action_input, step.response_summary, step.error_detail]
-        + [step.details, _trace(trace_hex).query, _trace(trace_hex).agent.name]
-    )
+    trace = _trace(trace_hex)
+    agent_name = trace.agent.name if trace.agent else ""
+    texts = [step.tool_name, step.action_input, step.response_summary, step.error_detail]
+    stored = json.dumps([*texts, step.details, trace.query, agent_name])
     assert "\x00" not in stored and "\\u0000" not in stored
     assert step.action_input == {"id": "42"}
     assert step.tool_name == "getorder"
@@ -187,8 +187,10 @@ def test_spans_that_name_a_native_run_are_refused_and_the_run_is_untouched(
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=ops_user).key)
     request = ExportTraceServiceRequest()
-    span = request.resource_spans.add().scope_spans.add().spans.add(
-        trace_id=native.pk.bytes, span_id=b"\x01" * 8, name="chat"
+    span = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(trace_id=native.pk.bytes, span_id=b"\x01" * 8, name="chat")
     )
     span.attributes.append(
         KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="chat"))
@@ -253,9 +255,9 @@ def test_a_child_that_arrives_after_its_run_span_keeps_the_runs_duration(
 
 def test_a_compressed_body_must_be_whole_and_every_gzip_member_counts() -> None:
     one, two = b"first member;", b"second member"
-    assert otlp_body_decompress(
-        gzip.compress(one) + gzip.compress(two), "gzip", max_bytes=100
-    ) == (one + two)
+    assert otlp_body_decompress(gzip.compress(one) + gzip.compress(two), "gzip", max_bytes=100) == (
+        one + two
+    )
     with pytest.raises(OtlpRequestInvalid, match="truncated"):
         otlp_body_decompress(gzip.compress(one * 50)[:-12], "gzip", max_bytes=10_000)
     with pytest.raises(OtlpRequestInvalid, match="after its end"):
