@@ -39,6 +39,10 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
+import re2
+
+from agents.safe_regex import regex_compiled, regex_unsafe_reason
+
 # Bounds that keep a proposed repair cheap and predictable.
 MAX_STEPS = 12
 MAX_PATTERN_CHARS = 100
@@ -267,7 +271,10 @@ class RegexReplace(ValueStep):
         text = _scalar_text(value, self.field)
         if len(text) > MAX_VALUE_CHARS:
             raise _Cannot(f"{self.field} is longer than {MAX_VALUE_CHARS} characters")
-        compiled = re.compile(self.pattern)
+        try:
+            compiled = regex_compiled(self.pattern)
+        except ValueError as exc:  # stored before such patterns were refused
+            raise _Cannot(f"{self.pattern!r} is {exc}") from None
         if self.must_match and not compiled.search(text):
             raise _Cannot(f"{self.field} {text!r} does not match {self.pattern!r}")
         return compiled.sub(self.replacement, text, count=self.count)
@@ -595,7 +602,10 @@ class Add(Step):
             return None
         if self.pattern is None:
             return text.strip() or None
-        match = re.search(self.pattern, text[:MAX_VALUE_CHARS])
+        try:
+            match = regex_compiled(self.pattern).search(text[:MAX_VALUE_CHARS])
+        except ValueError:  # stored before such patterns were refused: finds nothing
+            return None
         return match.group(self.group) if match else None
 
     def _data(self) -> dict[str, Any]:
@@ -836,7 +846,9 @@ def regex_problem(pattern: Any) -> str:
         tree = sre_parse.parse(pattern)
     except re.error as exc:
         return f"pattern is not a regex: {exc}"
-    return _tree_problem(tree, repeated=False)
+    # The shape check says why a pattern would be slow in words a proposer can act on; RE2,
+    # which runs every accepted pattern, bounds the time whatever the shape.
+    return _tree_problem(tree, repeated=False) or regex_unsafe_reason(pattern)
 
 
 _REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
@@ -937,7 +949,8 @@ def _parse_regex(item: dict[str, Any], common: dict[str, Any]) -> Step:
         raise ValueError(f"replacement must be a string of at most {MAX_AFFIX_CHARS} characters")
     try:
         re.compile(pattern).sub(replacement, "")
-    except (re.error, IndexError) as exc:
+        regex_compiled(pattern).sub(replacement, "")
+    except (re.error, re2.error, IndexError) as exc:
         raise ValueError(f"replacement is invalid: {exc}") from None
     return RegexReplace(
         pattern=pattern,

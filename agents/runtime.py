@@ -16,7 +16,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
@@ -60,6 +59,7 @@ from agents.reasoning_guards import (
     thought_correction,
 )
 from agents.repairs import RepairContext
+from agents.safe_regex import regex_fullmatch
 from agents.tools.adapters import validate_arguments
 from agents.tools.executor import (
     ExecutorCode,
@@ -867,7 +867,7 @@ class AgentRun:
         arguments = dict(arguments)
         for pre in self.policy.pre_conditions.get(tool, ()):
             value = arguments.get(pre.arg)
-            if value is None or re.fullmatch(pre.not_pattern, str(value)):
+            if value is None or regex_fullmatch(pre.not_pattern, str(value), otherwise=True):
                 continue
             self._applied.append({"id": pre.strategy_id, "kind": "pre_condition"})
             lookup = self.executor.validate(pre.call, substitute(pre.input, value))

@@ -34,6 +34,7 @@ from agents.repairs import (
     repair_steps_describe,
     repair_steps_parse,
 )
+from agents.safe_regex import regex_unsafe_reason, schema_regex_problems
 
 KINDS = ("pre_condition", "validation_rule", "error_handler", "adapter", "prompt_hint")
 
@@ -104,10 +105,9 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
     if errors:
         return errors
     if kind == "pre_condition":
-        try:
-            re.compile(branch["not_pattern"])
-        except (re.error, TypeError) as exc:
-            errors.append(f"not_pattern is not a regex: {exc}")
+        reason = regex_unsafe_reason(branch["not_pattern"])
+        if reason:
+            errors.append(f"not_pattern: {reason}")
         if branch["call"] == branch.get("tool"):
             errors.append("a pre_condition must call a different tool")
     elif kind == "validation_rule" and "amend" in branch:
@@ -120,6 +120,8 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
                 Draft202012Validator.check_schema(branch["schema"])
             except SchemaError as exc:
                 errors.append(f"schema is invalid: {exc.message}")
+            else:
+                errors += schema_regex_problems(branch["schema"])
     elif kind == "error_handler":
         if branch["action"] not in ERROR_HANDLER_ACTIONS:
             errors.append(f"action must be one of {', '.join(ERROR_HANDLER_ACTIONS)}")
@@ -166,6 +168,8 @@ def _amend_errors(branch: dict[str, Any]) -> list[str]:
                 Draft202012Validator.check_schema(schema)
             except SchemaError as exc:
                 errors.append(f"amend.{name} is invalid: {exc.message}")
+            else:
+                errors += schema_regex_problems(schema, f"amend.{name}")
     version = branch.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         errors.append("version must be a positive integer")

@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,7 @@ from agents.policy_runtime import (
 from agents.prompts import canonical_json
 from agents.repairs import RepairContext
 from agents.runtime import call_signature
+from agents.safe_regex import regex_fullmatch
 from agents.tools.adapters import validate_arguments
 from agents.tools.executor import (
     ExecutorCode,
@@ -145,7 +145,7 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
             return result.ok, f"{facts.tool} {canonical_json(arguments)} -> {result.status_code}"
         if proposal.kind == "pre_condition":
             value = arguments.get(branch["arg"])
-            if value is None or re.fullmatch(branch["not_pattern"], str(value)):
+            if value is None or regex_fullmatch(branch["not_pattern"], str(value), otherwise=True):
                 return False, "the pre-condition would not fire on the recorded input"
             lookup = executor.validate(branch["call"], substitute(branch["input"], value))
             if isinstance(lookup, ValidationFailure):
@@ -500,7 +500,7 @@ async def _strategy_applied(
     if proposal.kind == "pre_condition":
         # Before validation, as in the runtime; a lookup that finds nothing changes nothing.
         value = arguments.get(branch["arg"])
-        if value is None or re.fullmatch(branch["not_pattern"], str(value)):
+        if value is None or regex_fullmatch(branch["not_pattern"], str(value), otherwise=True):
             return _Applied("unchanged")
         lookup = executor.validate(branch["call"], substitute(branch["input"], value))
         if isinstance(lookup, ValidationFailure):

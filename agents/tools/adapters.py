@@ -22,6 +22,8 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
 
+from agents.safe_regex import regex_search
+
 JsonPath = tuple[str | int, ...]
 # An adapter proposes replacement values in order of preference; an empty list means it
 # does not apply. The caller keeps the first proposal that validates.
@@ -260,10 +262,18 @@ def _is_strict_integer(checker: object, instance: object) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    """JSON Schema's ``pattern`` on RE2 (``agents.safe_regex``): a validation rule the
+    learning loop added can carry a pattern, and the value it runs on is the model's."""
+    if validator.is_type(instance, "string") and not regex_search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 # JSON Schema counts 3.0 as an integer, but a tool handed 3.0 sends "3.0" in a URL or a
 # float in a body; treating it as a type error lets numeric_string_to_int send 3.
 _ArgumentValidator = extend(
     Draft202012Validator,
+    validators={"pattern": _pattern},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_strict_integer),
 )
 
