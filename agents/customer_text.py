@@ -79,12 +79,18 @@ def _tidy(text: str) -> str:
     return text.strip()
 
 
+_INVISIBLE_CONTROLS = re.compile("[\x00\u202a-\u202e\u2066-\u2069]")
+
+
 def customer_text_clean(text: str, *, observations: list[str] | None = None) -> CleanText:
     """``text`` without internal codes or exception text; what was taken out is returned
     so that the caller can keep it on the step record."""
     observations = observations or []
     removed: list[str] = []
     kept = []
+    # A NUL, or a bidirectional override that makes "txt.exe" read as "exe.txt": never
+    # part of an answer a customer should see as written.
+    text = _INVISIBLE_CONTROLS.sub("", text)
     for sentence in _SENTENCE_END.split(text):
         if _EXCEPTION_TEXT.search(sentence):
             # A sentence that carries an exception cannot be repaired word by word.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from collections.abc import Iterator
 from typing import Any, Literal, TypeVar
@@ -19,6 +20,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
+from traces.redaction import storable_value
 
 ParseMode = Literal["strict", "lenient"]
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -132,6 +134,43 @@ class _FormatProblem(Exception):
     """An internal parse failure, turned into a ``ModelFormatError`` at the entry points."""
 
 
+def model_json(text: str) -> Any:
+    """A model's JSON, read as leniently as a grammar writes it (a raw newline inside a
+    string is kept) and as strictly as storage needs: NaN and Infinity (no JSON) and
+    nesting deeper than ``MAX_JSON_DEPTH`` are a ``ValueError``, and strings and keys come
+    back without NUL characters or lone surrogates."""
+    try:
+        value = _MODEL_JSON.decode(text)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels")
+    return storable_value(value)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_MODEL_JSON = json.JSONDecoder(strict=False, parse_constant=_not_json)
+MAX_JSON_DEPTH = 32
+
+
+def _depth(value: Any) -> int:
+    """How deep containers nest in ``value`` (iterative: a deep value cannot overflow)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, level)
+            if level > MAX_JSON_DEPTH:
+                return level
+            stack.extend((child, level + 1) for child in item)
+    return deepest
+
+
 def parse_reasoning(text: str) -> tuple[ReasoningStep, ParseMode]:
     """Parse one reasoning reply into a step and the mode (``strict`` or ``lenient``) used.
 
@@ -150,7 +189,7 @@ def parse_reasoning(text: str) -> tuple[ReasoningStep, ParseMode]:
 
     strict_problem: str | None = None
     try:
-        document = json.loads(body, strict=False)
+        document = model_json(body)
     except ValueError as exc:
         strict_problem = f"the reply is not valid JSON ({exc})"
     else:
@@ -197,7 +236,7 @@ def parse_reflection(text: str) -> Reflection:
             f"The reply was {len(body)} characters long. {REFLECTION_FORMAT_HINT}", raw=text
         )
     try:
-        document = json.loads(body, strict=False)
+        document = model_json(body)
     except ValueError:
         document = None
     if isinstance(document, dict):
@@ -430,10 +469,11 @@ def _parse_value(text: str) -> Any:
     if lowered in ("null", "none"):
         return None
     # Leading zeros and a plus sign stay text: "0042" is an identifier and "+1415..." a phone.
-    if INTEGER_PATTERN.match(value):
+    if INTEGER_PATTERN.match(value) and len(value) <= 300:  # int() refuses 4,300+ digits
         return int(value)
     if FLOAT_PATTERN.match(value):
-        return float(value)
+        number = float(value)
+        return number if math.isfinite(number) else value
     return value
 
 
@@ -479,7 +519,7 @@ def _parse_structured_literal(text: str) -> Any:
     """Read a JSON (or Python-literal) object or array, tolerating full-width punctuation."""
     for candidate in dict.fromkeys((text, text.translate(FULL_WIDTH_TO_ASCII))):
         try:
-            return json.loads(candidate, strict=False)
+            return model_json(candidate)
         except ValueError:
             pass
         try:
@@ -487,8 +527,8 @@ def _parse_structured_literal(text: str) -> Any:
             value = ast.literal_eval(candidate)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             continue
-        if isinstance(value, dict | list):
-            return value
+        if isinstance(value, dict | list) and _depth(value) <= MAX_JSON_DEPTH:
+            return storable_value(value)
     raise _FormatProblem(f"Could not read {text[:60]!r} as a JSON object or array.")
 
 
@@ -561,7 +601,7 @@ def _embedded_objects(text: str) -> Iterator[dict[str, Any]]:
         end = _balanced_object_end(text, start)
         if end is not None:
             try:
-                document = json.loads(text[start : end + 1], strict=False)
+                document = model_json(text[start : end + 1])
             except ValueError:
                 document = None
             if isinstance(document, dict):

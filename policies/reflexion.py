@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from agents.llm.base import ChatMessage, LLMClient, LLMError, LLMResponse, llm_close
 from agents.llm.factory import llm_client_build
 from agents.models import Tool
+from agents.parsing import model_json
 from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS, WAIT_RETRY_MAX_WAIT_S
 from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
@@ -886,7 +887,7 @@ def llm_reflexion(facts: FailureFacts) -> tuple[Proposal | None, str]:
     text = response.text.strip().removeprefix("```json").removesuffix("```").strip()
     try:
         # strict=False: a grammar lets a raw newline into a string.
-        output = ReflexionOutput.model_validate(json.loads(text, strict=False))
+        output = ReflexionOutput.model_validate(model_json(text))
     except ValueError as exc:
         # pydantic quotes the offending input, which is model output like the rest.
         return None, f"unparseable reflexion output: {redact_text(str(exc))[:300]}"

@@ -14,7 +14,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.db.models import AutoField
 from django.utils import timezone
 
@@ -22,7 +22,13 @@ from traces.db_threads import db_async
 from traces.live import steps_publish
 from traces.models import Step
 from traces.records import StepRecord
-from traces.redaction import known_secrets, redact_text, redact_value
+from traces.redaction import (
+    known_secrets,
+    redact_text,
+    redact_value,
+    storable_text,
+    storable_value,
+)
 from traces.rollups import RollupAccumulator, rollups_add_steps, rollups_record_steps
 
 logger = logging.getLogger(__name__)
@@ -65,6 +71,14 @@ def step_data_redact(
     for name in _REDACTED_JSON_FIELDS:
         if redacted.get(name):
             redacted[name] = redact_value(redacted[name], secrets=secrets)
+    # Values no column stores (a NUL, a lone surrogate, NaN) would fail the INSERT of the
+    # whole batch, other runs' steps with it: made storable here, for every writer.
+    for name, value in redacted.items():
+        if isinstance(value, str):
+            if "\x00" in value or not value.isascii():
+                redacted[name] = storable_text(value)
+        elif isinstance(value, dict | list) and value:
+            redacted[name] = storable_value(value)
     # Cut after redacting: the marker may be longer than a short secret it replaced.
     if redacted.get("endpoint"):
         redacted["endpoint"] = redacted["endpoint"][:ENDPOINT_MAX_LENGTH]
@@ -121,8 +135,10 @@ class StepBatcher:
             batch, self.pending = self.pending[: self.max_batch], self.pending[self.max_batch :]
             try:
                 await db_async(_insert_batch)([step for step, _ in batch])
-            except IntegrityError:
-                # One bad row fails the transaction: retry singly so only its run hears.
+            except (IntegrityError, DataError, ValueError):
+                # One bad row fails the transaction (a unique key, or a value the column
+                # refuses; ValueError: one psycopg cannot even encode): retry singly so
+                # only its run hears.
                 for step, future in batch:
                     try:
                         await db_async(_insert_batch)([step])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import re
 import threading
 from collections.abc import Iterable
@@ -397,3 +398,39 @@ class ClientErrorOneLineFilter(logging.Filter):
         record.user_id = user_id
         record.one_line = True
         return True
+
+
+# --- values PostgreSQL can store ------------------------------------------------------------
+# Model output, tool responses and exporters' spans may carry what no text or jsonb column
+# takes: a NUL character, a lone UTF-16 surrogate (from a JSON "\ud800" escape), NaN or
+# Infinity. One such value fails the INSERT of a whole batch of steps, other runs' too.
+
+
+def storable_text(text: str) -> str:
+    """``text`` without NUL characters, and with lone surrogates replaced by U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # Through UTF-16: a surrogate pair becomes its character, a lone half U+FFFD.
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def storable_value(value: Any) -> Any:
+    """A JSON-like value that PostgreSQL stores as it is: ``storable_text`` on every string
+    and key, a non-finite number as its text ("nan", "inf")."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {
+            storable_text(k) if isinstance(k, str) else k: storable_value(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [storable_value(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
