@@ -71,8 +71,9 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        # The stream is one-way; the page acts through ordinary POSTs.
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        # The stream is one-way; the page acts through ordinary POSTs. Whatever a client
+        # sends (not JSON, binary) is ignored unread, not decoded into an error per frame.
         return
 
     # --- group events (handler names follow the event types run.step, run.status) ---

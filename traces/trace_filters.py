@@ -18,7 +18,12 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from traces.dashboards import NONE_VALUE, ORIGIN_ALL, matches
 from traces.models import ErrorType, Step, Trace
-from traces.rollups import BUCKET_BANDS, bucket_band_range, endpoint_label_regex
+from traces.rollups import (
+    BUCKET_BANDS,
+    ID_PLACEHOLDER,
+    bucket_band_range,
+    endpoint_label_regex,
+)
 
 ANY_ERROR = "any"
 # Filters the list's form has no control for: they arrive in links from the dashboards.
@@ -28,9 +33,24 @@ HIDDEN = ("agent", "policy_version", "bucket", "since", "until", "step_error", "
 def _moment(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.strip().replace(" ", "+"))
-    except ValueError:
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        # In UTC, as the database compares it: year 1 at +14:00 is before year 1 there.
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _endpoint_label(label: str) -> str:
+    """A label as ``endpoint_label`` writes them, or "": each placeholder is a whole path
+    segment there (one per segment). Any other use makes the filter's regex (run by
+    Python's ``re`` on SQLite) backtrack on long digit runs, and matches nothing anyway."""
+    if ID_PLACEHOLDER not in label:
+        return label
+    path = label.split("?", 1)[0].split("#", 1)[0]
+    segments = path.split("/")
+    if any(ID_PLACEHOLDER in seg and seg != ID_PLACEHOLDER for seg in segments):
+        return ""
+    return label
 
 
 @dataclass(frozen=True)
@@ -73,7 +93,7 @@ class TraceListFilters:
             until=until if _moment(until) else "",
             step_error=pick("step_error", [*ErrorType.values, ANY_ERROR]),
             tool=params.get("tool", "")[:64],
-            endpoint=params.get("endpoint", "")[:300],
+            endpoint=_endpoint_label(params.get("endpoint", "")[:300]),
         )
 
     @property

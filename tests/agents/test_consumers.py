@@ -278,3 +278,33 @@ def test_model_text_in_a_streamed_step_is_escaped(support_agent: Any, support_us
     html = async_to_sync(scenario)()["html"]
     assert "<img" not in html and "<script>" not in html
     assert "&lt;img src=x" in html and "&lt;script&gt;alert(2)" in html
+
+
+def test_frames_a_client_sends_are_ignored_whatever_they_hold(
+    support_agent: Any, support_users: Any
+) -> None:
+    """The stream is one-way: text that is not JSON, or a binary frame, neither closes the
+    socket nor stops the steps that follow."""
+    trace = make_run(support_agent, support_users[0], steps=1)
+
+    async def scenario() -> tuple[list[int], dict]:
+        comm = communicator(trace, support_users[0])
+        connected, _ = await comm.connect(timeout=RECEIVE_TIMEOUT)
+        assert connected
+        first = await receive_until_status(comm)
+        await comm.send_to(text_data="not json {")
+        await comm.send_to(bytes_data=b"\x00\xff")
+        await sync_to_async(Step.objects.create)(
+            trace=trace,
+            step_number=2,
+            phase="reasoning",
+            thought="two",
+            started_at=timezone.now(),
+        )
+        await steps_publish(list(await sync_to_async(list)(trace.steps.filter(step_number=2))))
+        second = await comm.receive_json_from(timeout=RECEIVE_TIMEOUT)
+        await comm.disconnect()
+        return first[0] + [second["step"]], first[1]
+
+    numbers, _ = async_to_sync(scenario)()
+    assert numbers == [1, 2]

@@ -79,3 +79,35 @@ def test_list_query_count_does_not_grow_with_rows(
             assert client.get("/traces/", {"q": "Where"}).status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+@pytest.mark.parametrize(
+    ("params", "kept"),
+    [
+        ({"since": "0001-01-01T00:00:00+14:00"}, {"since": ""}),
+        ({"until": "9999-12-31T23:59:59-14:00"}, {"until": ""}),
+        ({"since": "2026-01-01T00:00:00+02:00"}, {"since": "2026-01-01T00:00:00+02:00"}),
+        (
+            {"endpoint": "127.0.0.1:8001/sandbox/api/skus/{id}{id}{id}{id}{id}{id}{id}{id}x"},
+            {"endpoint": ""},
+        ),
+        (
+            {"endpoint": "127.0.0.1:8001/sandbox/api/orders/{id}"},
+            {"endpoint": "127.0.0.1:8001/sandbox/api/orders/{id}"},
+        ),
+    ],
+    ids=["year-1-east", "year-9999-west", "a-plain-date", "placeholders-in-one-segment", "label"],
+)
+def test_filters_no_label_or_date_can_reach_are_dropped_not_a_500(
+    support_agent: Any, ops_user: Any, client: Any, params: dict[str, str], kept: dict[str, str]
+) -> None:
+    """A date past either end of the calendar in UTC, or an endpoint label with a
+    placeholder inside a path segment (its regex backtracks on SQLite's ``re`` and can
+    match no label ``endpoint_label`` writes), is ignored like any other bad filter."""
+    recorded_run(support_agent, rounds=1, query="Where is my parcel?")
+    client.force_login(ops_user)
+    response = client.get("/traces/", {"origin": "", **params})
+    assert response.status_code == 200
+    filters = response.context["filters"]
+    for name, value in kept.items():
+        assert getattr(filters, name) == value
