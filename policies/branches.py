@@ -142,6 +142,9 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
         text = branch["text"]
         if not isinstance(text, str) or not 8 <= len(text.strip()) <= 300:
             errors.append("text must be 8..300 characters")
+        intent = branch.get("intent", "")
+        if not isinstance(intent, str) or len(intent) > 40:
+            errors.append("intent must be an intent name of at most 40 characters")
     return errors
 
 
@@ -230,7 +233,9 @@ def runtime_policy_compile(
             hints.append(
                 HintRule(
                     strategy_id,
-                    branch["text"].strip(),
+                    # One line: a newline in the text could open a section of its own in
+                    # the prompt ("## Instructions"), not stay one bullet of the hints.
+                    " ".join(branch["text"].split()),
                     tool,
                     branch.get("intent", ""),
                     branch.get("error_type", error_type),

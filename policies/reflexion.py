@@ -1043,11 +1043,25 @@ def _record(
 
 def strategy_auto_mergeable(strategy: Strategy) -> bool:
     """Auto-merge (seeds/000 §6.1): on, the replay passed, and the confidence is at least
-    ``REVIEW_AUTO_MERGE_MIN_CONFIDENCE``; everything else waits for a reviewer."""
+    ``REVIEW_AUTO_MERGE_MIN_CONFIDENCE``; everything else waits for a reviewer, and so does
+    a prompt hint a model wrote (``strategy_needs_a_person``)."""
     return (
         settings.REVIEW_AUTO_MERGE
         and strategy.replay_status == Strategy.Replay.PASSED
         and strategy.confidence >= settings.REVIEW_AUTO_MERGE_MIN_CONFIDENCE
+        and not strategy_needs_a_person(strategy)
+    )
+
+
+def strategy_needs_a_person(strategy: Strategy) -> bool:
+    """A prompt hint a model wrote goes into every matching run's prompt as free text. A
+    replay shows that one run still ends well with it, not what the text tells the model;
+    and text planted in a tool response or a customer's message can come back from the
+    model the same way failure after failure, raising the confidence that agreement
+    earns. So however confident, it waits for a person. (An analyzer's hints are this
+    project's own sentences.)"""
+    return strategy.kind == Strategy.Kind.PROMPT_HINT and not strategy.origin.startswith(
+        "analyzer:"
     )
 
 
@@ -1220,7 +1234,12 @@ def reflexion_for_failure(
             sender=Strategy,
             strategy=strategy,
             reason=REVIEW_LOW_CONFIDENCE,
-            detail=f"{strategy.root_cause} -> {strategy.strategy_update} (replay passed)",
+            detail=f"{strategy.root_cause} -> {strategy.strategy_update} (replay passed)"
+            + (
+                "; a prompt hint a model wrote is always reviewed"
+                if strategy_needs_a_person(strategy)
+                else ""
+            ),
         )
     return record
 
