@@ -16,7 +16,7 @@ urlpatterns = [
     path("dashboards/", include("reviews.dashboard_urls")),
     path("policies/", include("policies.urls")),
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/", include("config.auth_urls")),
     path("api/", include("config.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

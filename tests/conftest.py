@@ -180,6 +180,15 @@ def llm_probe_cache_fresh(settings: Any, _llm_probe_cache_path: Path) -> Iterato
     structured._memory.clear()
 
 
+@pytest.fixture(autouse=True)
+def login_failures_counted_per_test(settings: Any) -> None:
+    """Each test counts failed sign-ins from zero: the cache (Redis) outlives a test, and
+    every test client signs in from the same address."""
+    import uuid
+
+    settings.LOGIN_FAILURE_CACHE_PREFIX = f"login-failures-test-{uuid.uuid4().hex}"
+
+
 @pytest.fixture
 def error_rules(db: None) -> None:
     """The default classifier rows. migration_rows_survive_flushes already puts them back

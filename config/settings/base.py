@@ -103,6 +103,14 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+# Failed sign-ins (login page, HTTP Basic, admin) are limited: past this many failures for
+# one user name, or from one client address, within the window, attempts are refused
+# without checking the password until the window has passed (config/login_limits.py).
+AUTHENTICATION_BACKENDS = ["config.login_limits.LimitedModelBackend"]
+LOGIN_FAILURES_PER_USER = env.int("LOGIN_FAILURES_PER_USER", default=10)
+LOGIN_FAILURES_PER_ADDRESS = env.int("LOGIN_FAILURES_PER_ADDRESS", default=50)
+LOGIN_FAILURE_WINDOW_S = env.int("LOGIN_FAILURE_WINDOW_S", default=900)  # 0: no limit
+LOGIN_FAILURE_CACHE_PREFIX = "login-failures"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 LANGUAGE_CODE = "en-us"
