@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agents.llm.schemas import FINAL_ANSWER, ReasoningStep, Reflection
-from traces.redaction import storable_value
+from traces.redaction import MAX_JSON_DEPTH, json_depth, storable_value, untrusted_json
 
 ParseMode = Literal["strict", "lenient"]
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -135,40 +135,9 @@ class _FormatProblem(Exception):
 
 
 def model_json(text: str) -> Any:
-    """A model's JSON, read as leniently as a grammar writes it (a raw newline inside a
-    string is kept) and as strictly as storage needs: NaN and Infinity (no JSON) and
-    nesting deeper than ``MAX_JSON_DEPTH`` are a ``ValueError``, and strings and keys come
-    back without NUL characters or lone surrogates."""
-    try:
-        value = _MODEL_JSON.decode(text)
-    except RecursionError:
-        raise ValueError("the JSON is nested too deeply") from None
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise ValueError(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels")
-    return storable_value(value)
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_MODEL_JSON = json.JSONDecoder(strict=False, parse_constant=_not_json)
-MAX_JSON_DEPTH = 32
-
-
-def _depth(value: Any) -> int:
-    """How deep containers nest in ``value`` (iterative: a deep value cannot overflow)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            deepest = max(deepest, level)
-            if level > MAX_JSON_DEPTH:
-                return level
-            stack.extend((child, level + 1) for child in item)
-    return deepest
+    """A model's JSON (``untrusted_json``): NaN, Infinity and deep nesting are a
+    ``ValueError``, which the callers report as a format error the model can fix."""
+    return untrusted_json(text)
 
 
 def parse_reasoning(text: str) -> tuple[ReasoningStep, ParseMode]:
@@ -527,7 +496,10 @@ def _parse_structured_literal(text: str) -> Any:
             value = ast.literal_eval(candidate)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             continue
-        if isinstance(value, dict | list) and _depth(value) <= MAX_JSON_DEPTH:
+        if (
+            isinstance(value, dict | list)
+            and json_depth(value, stop_past=MAX_JSON_DEPTH) <= MAX_JSON_DEPTH
+        ):
             return storable_value(value)
     raise _FormatProblem(f"Could not read {text[:60]!r} as a JSON object or array.")
 

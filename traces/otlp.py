@@ -35,7 +35,7 @@ from traces.bulk import CopyStream, model_new
 from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_rules_load
 from traces.models import ErrorRule, ErrorType, Step, Trace
 from traces.recorder import step_data_redact
-from traces.redaction import known_secrets, redact_text
+from traces.redaction import known_secrets, redact_text, untrusted_json
 from traces.rollups import (
     RollupAccumulator,
     rollups_record_runs,
@@ -336,34 +336,9 @@ def _clean(value: Any, limit: int, secrets: list[str] | None = None) -> str:
 
 
 def _json_value(text: str) -> Any:
-    """A JSON text an exporter sent as an attribute; ``ValueError`` when it is not one that
-    PostgreSQL can store (NaN and Infinity are no JSON) or is nested past Python's
-    recursion limit. Strings and keys come back without NUL characters."""
-    text = _nul_free(text)
-    try:
-        value = _JSON_DECODER.decode(text)
-    except RecursionError as exc:
-        raise ValueError("nested too deeply") from exc
-    # Only the escape can bring a NUL back: most texts are returned as parsed.
-    return _json_clean(value) if "\\u0000" in text else value
-
-
-def _json_constant_refuse(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-# One decoder for every text (json.loads with an option makes a decoder per call).
-_JSON_DECODER = json.JSONDecoder(parse_constant=_json_constant_refuse)
-
-
-def _json_clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return _nul_free(value)
-    if isinstance(value, dict):
-        return {_nul_free(key): _json_clean(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_clean(item) for item in value]
-    return value
+    """A JSON text an exporter sent as an attribute (``untrusted_json``); ``ValueError``
+    when it is not one that PostgreSQL can store or the redaction can walk."""
+    return untrusted_json(text)
 
 
 # Texts at most this long are remembered, redacted, for the rest of the request: provider,

@@ -23,6 +23,7 @@ This is the lowest layer: it imports nothing of the project, so that ``traces``,
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import re
@@ -434,3 +435,45 @@ def storable_value(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
+
+
+MAX_JSON_DEPTH = 32  # as the API's parser (config/api_parsers.py)
+
+
+def untrusted_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """JSON written outside this process (a model's reply, an exporter's attribute), read
+    as leniently as a grammar writes it (a raw newline inside a string is kept) and as
+    strictly as storage needs: NaN and Infinity (no JSON), and nesting past ``max_depth``
+    (or Python's recursion limit), are a ``ValueError``; strings and keys come back
+    ``storable_text``."""
+    try:
+        value = _UNTRUSTED_JSON.decode(text)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+    if json_depth(value, stop_past=max_depth) > max_depth:
+        raise ValueError(f"the JSON is nested deeper than {max_depth} levels")
+    # Only an escape (or, read leniently, a raw NUL) can bring in what storage refuses.
+    return storable_value(value) if "\\u" in text or "\x00" in text else value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_UNTRUSTED_JSON = json.JSONDecoder(strict=False, parse_constant=_not_json)
+
+
+def json_depth(value: Any, *, stop_past: int | None = None) -> int:
+    """How deep lists and objects nest in ``value`` (iterative: a deep value cannot
+    overflow the stack); counting stops once past ``stop_past``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list | tuple):
+            deepest = max(deepest, level)
+            if stop_past is not None and level > stop_past:
+                return level
+            stack.extend((child, level + 1) for child in item)
+    return deepest
