@@ -34,6 +34,7 @@ from django.utils import timezone
 from traces.bulk import CopyStream, model_new
 from traces.classifier import CompiledRule, ErrorEvent, classify_error, error_rules_load
 from traces.models import ErrorRule, ErrorType, Step, Trace
+from traces.otlp_conventions import genai_read
 from traces.recorder import step_data_redact
 from traces.redaction import known_secrets, redact_text, untrusted_json
 from traces.rollups import (
@@ -114,6 +115,9 @@ class SpanIn:
     attributes: dict[str, Any]
     exception: str = ""
     resource: dict[str, Any] = field(default_factory=dict)
+    # The convention the span was written to, when not OpenTelemetry's current GenAI one
+    # (``otlp_conventions``): its attributes were read into those.
+    convention: str = ""
     # Read many times per span while it is mapped: worked out once, from the attributes.
     operation: str = field(init=False)
     failed: bool = field(init=False)
@@ -137,8 +141,9 @@ class IngestResult:
         reasons = []
         if self.rejected - self.rejected_native:
             reasons.append(
-                f"{self.rejected - self.rejected_native} span(s) without "
-                "gen_ai.operation.name were not stored"
+                f"{self.rejected - self.rejected_native} span(s) that are no GenAI "
+                "operation were not stored (no gen_ai.operation.name, nor an OpenInference "
+                "or OpenLLMetry span kind that maps to one)"
             )
         if self.rejected_native:
             reasons.append(
@@ -291,27 +296,37 @@ def _spans_of(request: Any) -> list[SpanIn]:
             for span in scope_spans.spans:
                 if len(span.trace_id) != 16 or len(span.span_id) != 8:
                     raise OtlpRequestInvalid("every span needs a 16-byte traceId and 8-byte spanId")
-                exception = ""
+                exception = exception_type = ""
                 for event in span.events:
                     if event.name == "exception":
                         attrs = _attributes(event.attributes)
+                        exception_type = _text(attrs.get("exception.type"), ATTRIBUTE_MAX)
                         exception = (
                             f"{attrs.get('exception.type', '')}: "
                             f"{attrs.get('exception.message', '')}"
                         )
+                attributes = _attributes(span.attributes)
+                name = _nul_free(span.name)
+                parent = span.parent_span_id.hex()
+                convention = genai_read(attributes, name=name, is_root=not parent)
+                if exception_type and span.status.code == STATUS_ERROR:
+                    # The conventions' error.type is the exception's type when one was
+                    # raised; many instrumentations record only the exception event.
+                    attributes.setdefault("error.type", exception_type)
                 spans.append(
                     SpanIn(
                         trace_id=span.trace_id.hex(),
                         span_id=span.span_id.hex(),
-                        parent_span_id=span.parent_span_id.hex(),
-                        name=_nul_free(span.name),
+                        parent_span_id=parent,
+                        name=name,
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
                         status_code=span.status.code,
                         status_message=_nul_free(span.status.message),
-                        attributes=_attributes(span.attributes),
+                        attributes=attributes,
                         exception=exception,
                         resource=resource,
+                        convention=convention,
                     )
                 )
     return spans
@@ -539,6 +554,8 @@ def span_step_fields(
             "tool_call_id": clean(attrs.get("gen_ai.tool.call.id"), 100),
         }
     }
+    if span.convention:
+        data["details"]["otel"]["convention"] = span.convention
     return data
 
 
@@ -551,7 +568,8 @@ _CUT_AFTER_REDACTION = (
 
 def _agent_name(spans: list[SpanIn]) -> str:
     """The name of the agent the spans' run is filed under (an Agent row's name), redacted."""
-    for span in spans:
+    run = _run_span(spans)
+    for span in spans if run is None else [run, *spans]:  # the run's own name first
         if span.attributes.get("gen_ai.agent.name"):
             name = _text(span.attributes["gen_ai.agent.name"], NAME_KEY_MAX)
             return _agent_label(name, tuple(known_secrets()))
@@ -595,7 +613,7 @@ def _agent_ids(names: set[str], *, fresh: bool = False) -> dict[str, int]:
 def _trace_values(spans: list[SpanIn], redactor: _Redactor | None = None) -> dict[str, Any]:
     redactor = _Redactor() if redactor is None else redactor
     clean = redactor.clean
-    root = next((s for s in spans if s.operation in RUN_OPERATIONS), None)
+    root = _run_span(spans) or next((s for s in spans if s.operation in RUN_OPERATIONS), None)
     model_span = next((s for s in spans if s.attributes.get("gen_ai.request.model")), None)
     attrs = root.attributes if root else {}
     query = _messages_text(attrs.get("gen_ai.input.messages")) or (root.name if root else "")
@@ -623,6 +641,21 @@ def _is_root(span: SpanIn) -> bool:
     return span.operation in RUN_OPERATIONS and (
         not span.parent_span_id or span.operation == "invoke_agent"
     )
+
+
+def _run_span(spans: list[SpanIn]) -> SpanIn | None:
+    """The span that stands for the run: of the run spans, the outermost. An agent may
+    call another (a nested ``invoke_agent``, an OpenLLMetry agent inside its workflow), and
+    the inner one ends, so is exported, first."""
+    run = None
+    for span in spans:
+        if _is_root(span) and (run is None or _outer(span) < _outer(run)):
+            run = span
+    return run
+
+
+def _outer(span: SpanIn) -> tuple[bool, int, int]:
+    return (bool(span.parent_span_id), span.start_ns, -span.end_ns)
 
 
 def _trace_new(
@@ -849,7 +882,7 @@ def _new_traces_store(
             own = _steps_new(
                 trace, fresh, number=0, failed_before=False, rules=rules, redactor=redactor
             )
-            root = next((s for s in fresh if _is_root(s)), None)
+            root = _run_span(fresh)
             totals = _totals_of(own)
             if _trace_settle(trace, root, totals, redactor):
                 ended.append((trace, totals["failed"], totals["action_steps"]))
@@ -905,7 +938,7 @@ def _known_traces_store(
         trace = traces[hex_id]
         fresh = list({_span_key(s): s for s in group if _span_key(s) not in stored}.values())
         result.duplicates += len(group) - len(fresh)
-        root = next((s for s in fresh if _is_root(s)), None)
+        root = _run_span(fresh)
         if root is not None:
             roots[hex_id] = root
             # Spans are exported as they end, children first: the run span names the

@@ -1,0 +1,400 @@
+"""Agents instrumented with OpenInference, OpenLLMetry or the earlier GenAI conventions send
+their spans to the OTLP endpoint as they are: the spans are made with the OpenTelemetry SDK,
+encoded as the OTLP exporter encodes them, and posted over the test client; their runs
+become external traces with classified steps, like spans written to today's conventions."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from traces.models import Step, Trace
+from traces.otlp_conventions import genai_read
+
+
+@pytest.fixture
+def tracing() -> Iterator[tuple[Any, InMemorySpanExporter]]:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "conventions-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    yield provider.get_tracer("test"), memory
+    provider.shutdown()
+
+
+def _post(user: Any, memory: InMemorySpanExporter) -> dict[str, Any]:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0]}")
+    response = client.post(
+        "/otlp/v1/traces",
+        data=encode_spans(memory.get_finished_spans()).SerializeToString(),
+        content_type="application/x-protobuf",
+    )
+    assert response.status_code == 200, response.content
+    return {"rejected": _rejected(response.content)}
+
+
+def _rejected(body: bytes) -> int:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    answer = ExportTraceServiceResponse()
+    answer.ParseFromString(body)
+    return int(answer.partial_success.rejected_spans)
+
+
+def _trace_id(span: Any) -> uuid.UUID:
+    return uuid.UUID(int=span.get_span_context().trace_id)
+
+
+def _steps(trace_id: uuid.UUID) -> list[Step]:
+    return list(Step.objects.filter(trace_id=trace_id).order_by("step_number"))
+
+
+@pytest.mark.django_db
+def test_an_openinference_agent_run_is_an_external_trace_with_classified_steps(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """The shape of the OpenAI Agents SDK's OpenInference instrumentor: an AGENT span, an
+    LLM span, a TOOL span that raised (recorded as an exception event, no error.type), and
+    a guardrail, which is no step."""
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "Support agent",
+        attributes={
+            "openinference.span.kind": "AGENT",
+            "input.value": "Where is order 42?",
+            "output.value": "Sorry, the order service timed out.",
+            "session.id": "conv-1",
+        },
+    ) as run:
+        with tracer.start_as_current_span(
+            "response",
+            attributes={
+                "openinference.span.kind": "LLM",
+                "llm.provider": "openai",
+                "llm.model_name": "gpt-4o-mini",
+                "llm.token_count.prompt": 120,
+                "llm.token_count.completion": 30,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": "Let me look the order up.",
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "get_order",
+            attributes={
+                "openinference.span.kind": "TOOL",
+                "tool.name": "get_order",
+                "input.value": json.dumps({"order_id": "42"}),
+            },
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as tool:
+            tool.record_exception(TimeoutError("the order service timed out"))
+            tool.set_status(Status(StatusCode.ERROR, "timed out"))
+        with tracer.start_as_current_span(
+            "input_guardrail", attributes={"openinference.span.kind": "GUARDRAIL"}
+        ):
+            pass
+    trace_id = _trace_id(run)
+
+    assert _post(ops_user, memory) == {"rejected": 1}  # the guardrail
+
+    trace = Trace.objects.get(pk=trace_id)
+    assert trace.origin == Trace.Origin.EXTERNAL
+    assert trace.agent.name == "Support agent"
+    assert trace.query == "Where is order 42?"
+    assert trace.final_answer == "Sorry, the order service timed out."
+    assert trace.session_id == "conv-1"
+    assert (trace.llm_backend, trace.llm_model) == ("openai", "gpt-4o-mini")
+    assert trace.status == Trace.Status.FAILED and trace.error_type == "TIMEOUT"
+    assert trace.total_tokens == 150
+    chat, call = _steps(trace_id)
+    assert (chat.phase, chat.prompt_tokens, chat.completion_tokens) == ("reasoning", 120, 30)
+    assert chat.thought == "Let me look the order up."
+    assert chat.details["otel"]["convention"] == "openinference"
+    assert (call.phase, call.tool_name, call.ok, call.error_type) == (
+        "action",
+        "get_order",
+        False,
+        "TIMEOUT",
+    )
+    assert call.action_input == {"order_id": "42"}
+    assert "TimeoutError" in call.error_detail
+
+
+@pytest.mark.django_db
+def test_an_openinference_chain_is_the_run_only_at_the_root(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """LangChain's shape: the AgentExecutor chain is the run, a chain inside it is no step;
+    its JSON input names the user's text."""
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "AgentExecutor",
+        attributes={
+            "openinference.span.kind": "CHAIN",
+            "input.value": json.dumps({"input": "refund order 7"}),
+            "input.mime_type": "application/json",
+        },
+    ) as run:
+        with (
+            tracer.start_as_current_span(
+                "RunnableSequence", attributes={"openinference.span.kind": "CHAIN"}
+            ),
+            tracer.start_as_current_span(
+                "ChatOpenAI",
+                attributes={
+                    "openinference.span.kind": "LLM",
+                    "llm.model_name": "gpt-4o",
+                    "llm.input_messages.0.message.role": "user",
+                    "llm.input_messages.0.message.content": "refund order 7",
+                },
+            ),
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "refund",
+            attributes={"openinference.span.kind": "TOOL", "output.value": "refunded"},
+        ):
+            pass
+    trace_id = _trace_id(run)
+
+    assert _post(ops_user, memory) == {"rejected": 1}  # the inner chain
+
+    trace = Trace.objects.get(pk=trace_id)
+    assert trace.query == "refund order 7"
+    assert trace.agent.name == "conventions-app"  # no agent name: the service's
+    assert trace.status == Trace.Status.FINISHED
+    assert [(s.phase, s.tool_name, s.response_summary) for s in _steps(trace_id)] == [
+        ("reasoning", "", ""),
+        ("action", "refund", "refunded"),
+    ]
+
+
+@pytest.mark.django_db
+def test_an_openllmetry_workflow_with_a_failing_tool(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """Traceloop's shape: a workflow, a model call marked by llm.request.type with the
+    earlier token names and indexed completions, and a decorated tool that raised."""
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "support.workflow",
+        attributes={
+            "traceloop.span.kind": "workflow",
+            "traceloop.entity.name": "support",
+            "traceloop.entity.input": json.dumps({"args": ["where is order 9?"], "kwargs": {}}),
+        },
+    ) as run:
+        with tracer.start_as_current_span(
+            "openai.chat",
+            attributes={
+                "llm.request.type": "chat",
+                "gen_ai.system": "OpenAI",
+                "gen_ai.request.model": "gpt-4o-mini",
+                "gen_ai.usage.prompt_tokens": 50,
+                "gen_ai.usage.completion_tokens": 5,
+                "gen_ai.prompt.0.role": "user",
+                "gen_ai.prompt.0.content": "where is order 9?",
+                "gen_ai.completion.0.role": "assistant",
+                "gen_ai.completion.0.content": "Checking order 9.",
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "get_order.tool",
+            attributes={
+                "traceloop.span.kind": "tool",
+                "traceloop.entity.name": "get_order",
+                "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"order_id": "9"}}),
+            },
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as tool:
+            tool.record_exception(ValueError("no such order"))
+            tool.set_status(Status(StatusCode.ERROR, "no such order"))
+        with tracer.start_as_current_span(
+            "format.task", attributes={"traceloop.span.kind": "task"}
+        ):
+            pass
+    trace_id = _trace_id(run)
+
+    assert _post(ops_user, memory) == {"rejected": 1}  # the task inside the workflow
+
+    trace = Trace.objects.get(pk=trace_id)
+    assert trace.agent.name == "support"
+    assert trace.query == "where is order 9?"
+    assert (trace.llm_backend, trace.total_tokens) == ("OpenAI", 55)
+    chat, call = _steps(trace_id)
+    assert (chat.prompt_tokens, chat.completion_tokens, chat.llm_backend) == (50, 5, "OpenAI")
+    assert chat.thought == "Checking order 9."
+    assert chat.details["otel"]["convention"] == "openllmetry"
+    assert (call.tool_name, call.action_input, call.ok, call.error_type) == (
+        "get_order",
+        {"order_id": "9"},
+        False,
+        "INTERNAL_SERVER_ERROR",  # the default rules' "in-process tool raised"
+    )
+    assert "no such order" in call.error_detail
+
+
+@pytest.mark.django_db
+def test_a_model_call_written_to_the_earlier_genai_conventions(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """Before 1.27 a model call had no gen_ai.operation.name, its provider was gen_ai.system
+    and its tokens prompt_tokens / completion_tokens."""
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "chat gpt-4",
+        attributes={
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4",
+            "gen_ai.usage.prompt_tokens": 10,
+            "gen_ai.usage.completion_tokens": 2,
+        },
+    ) as chat:
+        pass
+
+    assert _post(ops_user, memory) == {"rejected": 0}
+
+    (step,) = _steps(_trace_id(chat))
+    assert (step.phase, step.llm_backend, step.prompt_tokens, step.completion_tokens) == (
+        "reasoning",
+        "openai",
+        10,
+        2,
+    )
+    assert step.details["otel"]["convention"] == "gen_ai<1.27"
+
+
+@pytest.mark.django_db
+def test_an_exception_event_names_the_error_when_error_type_is_missing(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "execute_tool fetch",
+        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch"},
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as tool:
+        tool.record_exception(ConnectionRefusedError("refused"))
+        tool.set_status(Status(StatusCode.ERROR))
+    with tracer.start_as_current_span(
+        "execute_tool retry",
+        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "retry"},
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as handled:
+        # Recorded, then handled: the span did not fail, so no error is made up for it.
+        handled.record_exception(ConnectionRefusedError("refused once"))
+
+    _post(ops_user, memory)
+
+    (failed,) = _steps(_trace_id(tool))
+    assert (failed.ok, failed.error_type) == (False, "CONNECTION_ERROR")
+    (ok,) = _steps(_trace_id(handled))
+    assert (ok.ok, ok.error_type) == (True, "")
+
+
+@pytest.mark.django_db
+def test_a_nested_agent_exported_first_does_not_stand_for_the_run(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """An agent that hands over to another: the inner invoke_agent ends, so is exported,
+    first; the run is still the outer one (its name, its duration)."""
+    tracer, memory = tracing
+    with (
+        tracer.start_as_current_span(
+            "invoke_agent triage",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "Triage"},
+        ) as outer,
+        tracer.start_as_current_span(
+            "invoke_agent billing",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "Billing"},
+        ),
+    ):
+        pass
+    finished = memory.get_finished_spans()
+    assert [s.name for s in finished] == ["invoke_agent billing", "invoke_agent triage"]
+
+    _post(ops_user, memory)
+
+    trace = Trace.objects.get(pk=_trace_id(outer))
+    assert trace.agent.name == "Triage"
+    outer_span = finished[1]
+    assert trace.total_latency_ms == (outer_span.end_time - outer_span.start_time) // 1_000_000
+    assert trace.finished_at is not None
+
+
+def test_reading_never_overwrites_what_a_span_says_in_the_current_conventions() -> None:
+    current = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.usage.input_tokens": 7,
+        "gen_ai.usage.prompt_tokens": 99,
+        "gen_ai.system": "old",
+        "gen_ai.provider.name": "new",
+    }
+    assert genai_read(current, name="chat x", is_root=True) == ""
+    assert current["gen_ai.usage.input_tokens"] == 7
+    assert current["gen_ai.provider.name"] == "new"
+
+    early = {"gen_ai.operation.name": "chat", "gen_ai.usage.prompt_tokens": 3}
+    genai_read(early, name="chat x", is_root=True)
+    assert early["gen_ai.usage.input_tokens"] == 3  # renamed since, read as the new name
+
+    mixed = {
+        "openinference.span.kind": "TOOL",
+        "tool.name": "from_openinference",
+        "gen_ai.tool.name": "said_outright",
+    }
+    assert genai_read(mixed, name="span", is_root=False) == "openinference"
+    assert mixed["gen_ai.tool.name"] == "said_outright"
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"openinference.span.kind": 7},
+        {"openinference.span.kind": "GUARDRAIL"},
+        {"traceloop.span.kind": "task"},
+        {"llm.request.type": "unknown"},
+        {"http.method": "GET"},
+    ],
+)
+def test_spans_of_no_known_genai_kind_stay_unmapped(attributes: dict[str, Any]) -> None:
+    assert genai_read(attributes, name="x", is_root=False) == ""
+    assert "gen_ai.operation.name" not in attributes
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"llm.input_messages.99999999999999999999.message.content": "x"},
+        {"llm.input_messages.0.message.content": ["not", "text"]},
+        {"input.value": "[" * 100_000},
+        {"input.value": json.dumps({"input": 5, "args": [None]})},
+        {"traceloop.entity.input": "{" * 100_000},
+    ],
+)
+def test_hostile_values_are_read_without_error(hostile: dict[str, Any]) -> None:
+    for kind in ("AGENT", "LLM", "TOOL"):
+        attributes = {"openinference.span.kind": kind, **hostile}
+        genai_read(attributes, name="x", is_root=True)
+    attributes = {"traceloop.span.kind": "tool", **hostile}
+    genai_read(attributes, name="x", is_root=True)

@@ -1,0 +1,270 @@
+"""GenAI spans written to conventions other than OpenTelemetry's current ones, read as if
+they followed those.
+
+Agents reach the OTLP endpoint through whatever instrumentation their framework ships, and
+few of those write the GenAI semantic conventions as they stand today:
+
+- **OpenInference** (Arize Phoenix; the instrumentors of LangChain, LlamaIndex, the OpenAI
+  Agents SDK, smolagents, CrewAI, DSPy, …): ``openinference.span.kind`` (``AGENT``, ``LLM``,
+  ``TOOL``, ``CHAIN``, …), ``llm.model_name``, ``llm.token_count.*``, ``tool.name``,
+  ``input.value`` / ``output.value``, ``llm.input_messages.<i>.message.content``.
+- **OpenLLMetry** (Traceloop): ``traceloop.span.kind`` (``workflow``, ``agent``, ``tool``,
+  ``task``), ``traceloop.entity.name`` / ``input`` / ``output``, and model calls marked by
+  ``llm.request.type`` with ``gen_ai.prompt.<i>.*`` / ``gen_ai.completion.<i>.*``.
+- **Earlier GenAI conventions** (1.26 and before): model calls without
+  ``gen_ai.operation.name``, ``gen_ai.system`` for the provider and
+  ``gen_ai.usage.prompt_tokens`` / ``completion_tokens`` for the tokens.
+
+``genai_read`` fills in the current attributes from those (never overwriting one the span
+carries), so the rest of the ingest maps one shape. The values are copied as they are: they
+are as untrusted as the rest of the span, and are redacted and capped where they are stored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+OPERATION = "gen_ai.operation.name"
+
+# Convention names, as recorded in a Step's details ("read as …").
+OPENINFERENCE = "openinference"
+OPENLLMETRY = "openllmetry"
+GENAI_EARLY = "gen_ai<1.27"
+
+# openinference.span.kind -> the operation. A CHAIN is a run only at the root of its trace
+# (LangChain's AgentExecutor, LlamaIndex's query): deeper down it is plumbing, not a step.
+_OPENINFERENCE_OPERATIONS = {
+    "AGENT": "invoke_agent",
+    "LLM": "chat",
+    "TOOL": "execute_tool",
+    "EMBEDDING": "embeddings",
+    "RETRIEVER": "retrieval",
+}
+# traceloop.span.kind -> the operation; a task, like a chain, only at the root.
+_OPENLLMETRY_OPERATIONS = {
+    "workflow": "invoke_agent",
+    "agent": "invoke_agent",
+    "tool": "execute_tool",
+}
+# llm.request.type (OpenLLMetry's model calls) -> the operation.
+_REQUEST_TYPE_OPERATIONS = {
+    "chat": "chat",
+    "completion": "text_completion",
+    "embedding": "embeddings",
+    "rerank": "retrieval",
+}
+# Earlier GenAI conventions named a model call's span "<operation> <model>".
+_EARLY_OPERATIONS = {"chat", "text_completion", "generate_content", "embeddings"}
+# The first of these string fields of a JSON object input is the user's text.
+_INPUT_FIELDS = ("input", "query", "question", "message", "content", "text", "prompt")
+_INDEXED = re.compile(r"(\d+)\.(.+)")
+_MESSAGE_CONTENT_TEXT = re.compile(r"message\.contents\.\d+\.message_content\.text")
+
+
+def genai_read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
+    """Fill the current GenAI attributes of a span into ``attributes`` (in place) from the
+    convention it was written to; returns that convention's name, or "" when the span
+    already follows the current conventions (or none that is known)."""
+    if OPERATION in attributes:
+        _aliases(attributes)
+        return ""
+    kind = attributes.get("openinference.span.kind")
+    if isinstance(kind, str):
+        return _openinference(attributes, kind.upper(), name=name, is_root=is_root)
+    kind = attributes.get("traceloop.span.kind")
+    if isinstance(kind, str):
+        return _openllmetry_entity(attributes, kind.lower(), name=name, is_root=is_root)
+    request_type = attributes.get("llm.request.type")
+    if isinstance(request_type, str) and request_type.lower() in _REQUEST_TYPE_OPERATIONS:
+        attributes[OPERATION] = _REQUEST_TYPE_OPERATIONS[request_type.lower()]
+        _openllmetry_model_call(attributes)
+        return OPENLLMETRY
+    if "gen_ai.system" in attributes or "gen_ai.request.model" in attributes:
+        first = name.split(" ", 1)[0]
+        attributes[OPERATION] = first if first in _EARLY_OPERATIONS else "chat"
+        _aliases(attributes)
+        return GENAI_EARLY
+    return ""
+
+
+def _fill(attributes: dict[str, Any], key: str, *candidates: str) -> None:
+    """Set ``key`` from the first candidate attribute present, unless it is set already."""
+    if key in attributes:
+        return
+    for candidate in candidates:
+        value = attributes.get(candidate)
+        if value is not None and value != "":
+            attributes[key] = value
+            return
+
+
+def _aliases(attributes: dict[str, Any]) -> None:
+    """Attribute names the GenAI conventions have since renamed."""
+    if "gen_ai.usage.prompt_tokens" in attributes or "gen_ai.usage.completion_tokens" in (
+        attributes
+    ):
+        _fill(attributes, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+        _fill(attributes, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+    if "gen_ai.system" in attributes:
+        _fill(attributes, "gen_ai.provider.name", "gen_ai.system")
+
+
+# --- OpenInference -------------------------------------------------------------------------
+def _openinference(attributes: dict[str, Any], kind: str, *, name: str, is_root: bool) -> str:
+    operation = _OPENINFERENCE_OPERATIONS.get(kind)
+    if operation is None and kind == "CHAIN" and is_root:
+        operation = "invoke_agent"
+    if operation is None:
+        return ""  # a guardrail, a reranker, a chain inside a run: not a step of its own
+    attributes[OPERATION] = operation
+    _fill(attributes, "gen_ai.provider.name", "llm.provider", "llm.system")
+    _fill(attributes, "gen_ai.conversation.id", "session.id")
+    if operation == "invoke_agent":
+        _fill(attributes, "gen_ai.agent.name", "agent.name")
+        if kind == "AGENT" and name:
+            attributes.setdefault("gen_ai.agent.name", name)
+        _messages_fill(attributes, "gen_ai.input.messages", "llm.input_messages.", "input.value")
+        _messages_fill(attributes, "gen_ai.output.messages", "llm.output_messages.", "output.value")
+    elif operation == "execute_tool":
+        _fill(attributes, "gen_ai.tool.name", "tool.name")
+        if name:
+            attributes.setdefault("gen_ai.tool.name", name)
+        _fill(attributes, "gen_ai.tool.call.id", "tool_call.id")
+        _fill(attributes, "gen_ai.tool.call.arguments", "input.value")
+        _fill(attributes, "gen_ai.tool.call.result", "output.value")
+    else:
+        _fill(attributes, "gen_ai.request.model", "llm.model_name", "embedding.model_name")
+        _fill(attributes, "gen_ai.usage.input_tokens", "llm.token_count.prompt")
+        _fill(attributes, "gen_ai.usage.output_tokens", "llm.token_count.completion")
+        _messages_fill(attributes, "gen_ai.output.messages", "llm.output_messages.", "output.value")
+    return OPENINFERENCE
+
+
+# --- OpenLLMetry ---------------------------------------------------------------------------
+def _openllmetry_entity(attributes: dict[str, Any], kind: str, *, name: str, is_root: bool) -> str:
+    operation = _OPENLLMETRY_OPERATIONS.get(kind)
+    if operation is None and kind == "task" and is_root:
+        operation = "invoke_agent"
+    if operation is None:
+        return ""
+    attributes[OPERATION] = operation
+    entity = attributes.get("traceloop.entity.name")
+    entity_name = entity if isinstance(entity, str) and entity else name.rsplit(".", 1)[0]
+    if operation == "invoke_agent":
+        attributes.setdefault("gen_ai.agent.name", entity_name)
+        _messages_fill(attributes, "gen_ai.input.messages", "", "traceloop.entity.input")
+        _messages_fill(attributes, "gen_ai.output.messages", "", "traceloop.entity.output")
+    else:
+        attributes.setdefault("gen_ai.tool.name", entity_name)
+        if "gen_ai.tool.call.arguments" not in attributes:
+            arguments = _call_arguments(attributes.get("traceloop.entity.input"))
+            if arguments is not None:
+                attributes["gen_ai.tool.call.arguments"] = arguments
+        _fill(attributes, "gen_ai.tool.call.result", "traceloop.entity.output")
+    return OPENLLMETRY
+
+
+def _call_arguments(value: Any) -> Any:
+    """A decorated tool's arguments from OpenLLMetry's ``{"args": [...], "kwargs": {...}}``
+    (the keyword arguments when there are no positional ones), else the input as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        document = json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+    if (
+        isinstance(document, dict)
+        and isinstance(document.get("kwargs"), dict)
+        and not document.get("args")
+    ):
+        return json.dumps(document["kwargs"], ensure_ascii=False)
+    return value
+
+
+def _openllmetry_model_call(attributes: dict[str, Any]) -> None:
+    _fill(attributes, "gen_ai.request.model", "llm.request.model")
+    _fill(attributes, "gen_ai.response.model", "llm.response.model")
+    _fill(
+        attributes,
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.prompt_tokens",
+        "llm.usage.prompt_tokens",
+    )
+    _fill(
+        attributes,
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.completion_tokens",
+        "llm.usage.completion_tokens",
+    )
+    _fill(attributes, "gen_ai.provider.name", "gen_ai.system", "llm.vendor")
+    _messages_fill(attributes, "gen_ai.input.messages", "gen_ai.prompt.", "")
+    _messages_fill(attributes, "gen_ai.output.messages", "gen_ai.completion.", "")
+
+
+# --- messages --------------------------------------------------------------------------
+def _messages_fill(attributes: dict[str, Any], key: str, indexed_prefix: str, whole: str) -> None:
+    """Set ``key`` (a GenAI messages attribute) from flattened, indexed messages
+    (``<prefix><i>.[message.]role`` / ``content``), else from one input or output value."""
+    if key in attributes:
+        return
+    messages = _indexed_messages(attributes, indexed_prefix) if indexed_prefix else []
+    if messages:
+        attributes[key] = messages
+        return
+    value = attributes.get(whole) if whole else None
+    if value is None or value == "":
+        return
+    text = _value_text(value)
+    if text:
+        attributes[key] = [{"role": "user", "content": text}]
+
+
+def _indexed_messages(attributes: dict[str, Any], prefix: str) -> list[dict[str, str]]:
+    by_index: dict[int, dict[str, str]] = {}
+    for key, value in attributes.items():
+        if not key.startswith(prefix) or not isinstance(value, str):
+            continue
+        match = _INDEXED.fullmatch(key[len(prefix) :])
+        if match is None or len(match.group(1)) > 4:
+            continue
+        field = match.group(2).removeprefix("message.")
+        message = by_index.setdefault(int(match.group(1)), {"role": "", "content": ""})
+        if field == "role":
+            message["role"] = value
+        elif field == "content" or _MESSAGE_CONTENT_TEXT.fullmatch(match.group(2)):
+            message["content"] = f"{message['content']}\n{value}" if message["content"] else value
+    return [by_index[i] for i in sorted(by_index) if by_index[i]["content"]]
+
+
+def _value_text(value: Any) -> str:
+    """The user's text in an input or output value: the value itself, or, when it is a JSON
+    object, its first text field (``{"input": "…"}``), or its messages' contents."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        document = json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+    if isinstance(document, str):
+        return document
+    if isinstance(document, dict):
+        for field in _INPUT_FIELDS:
+            if isinstance(document.get(field), str) and document[field]:
+                return str(document[field])
+        # OpenLLMetry's record of a decorated function's call: its first argument.
+        args = document.get("args")
+        if isinstance(args, list) and args and isinstance(args[0], str) and args[0]:
+            return args[0]
+        messages = document.get("messages")
+        if isinstance(messages, list):
+            texts = [
+                m["content"]
+                for m in messages
+                if isinstance(m, dict) and isinstance(m.get("content"), str)
+            ]
+            if texts:
+                return "\n".join(texts)
+    return value
