@@ -62,6 +62,7 @@ PHASE_OF_OPERATION = {
     "retrieval": Step.Phase.RETRIEVAL,
     "execute_tool": Step.Phase.ACTION,
 }
+_MODEL_OPERATIONS = ("chat", "text_completion", "generate_content")
 STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
 TEXT_MAX = 4000
 DETAIL_MAX = 2000
@@ -439,6 +440,28 @@ def _messages_text(value: Any) -> str:
     return "\n".join(texts)[:RAW_TEXT_MAX]
 
 
+def _first_request(spans: list[SpanIn]) -> str:
+    """What the user asked, when the run span does not say (the OpenAI Agents SDK's, for
+    one): the last user message of the run's first model call."""
+    calls = [
+        s
+        for s in spans
+        if s.operation in _MODEL_OPERATIONS and s.attributes.get("gen_ai.input.messages")
+    ]
+    if not calls:
+        return ""
+    value = min(calls, key=lambda s: s.start_ns).attributes["gen_ai.input.messages"]
+    if isinstance(value, str):
+        try:
+            value = _json_value(value)
+        except ValueError:
+            return ""
+    for message in reversed(value if isinstance(value, list) else []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return _messages_text([message])
+    return ""
+
+
 def span_error_event(span: SpanIn) -> tuple[ErrorEvent, ErrorEvent | None]:
     """What the classifier sees of a failed span, and a fallback when that matches nothing."""
     attrs = span.attributes
@@ -459,9 +482,7 @@ def span_error_event(span: SpanIn) -> tuple[ErrorEvent, ErrorEvent | None]:
             ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=error_type, body=body),
             ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=code, body=body),
         )
-    if span.operation in ("chat", "text_completion", "generate_content") and _FORMAT.search(
-        error_type
-    ):
+    if span.operation in _MODEL_OPERATIONS and _FORMAT.search(error_type):
         # The model answered, but not in the shape asked for.
         return (
             ErrorEvent(source=ErrorRule.Source.RUNTIME, exception_class=error_type, body=body),
@@ -616,8 +637,8 @@ def _trace_values(spans: list[SpanIn], redactor: _Redactor | None = None) -> dic
     root = _run_span(spans) or next((s for s in spans if s.operation in RUN_OPERATIONS), None)
     model_span = next((s for s in spans if s.attributes.get("gen_ai.request.model")), None)
     attrs = root.attributes if root else {}
-    query = _messages_text(attrs.get("gen_ai.input.messages")) or (root.name if root else "")
-    query = redactor.text(query or spans[0].name)[:TEXT_MAX]
+    query = _messages_text(attrs.get("gen_ai.input.messages")) or _first_request(spans)
+    query = redactor.text(query or (root.name if root else "") or spans[0].name)[:TEXT_MAX]
     from traces.services import query_hash
 
     return {

@@ -57,8 +57,21 @@ _REQUEST_TYPE_OPERATIONS = {
 }
 # Earlier GenAI conventions named a model call's span "<operation> <model>".
 _EARLY_OPERATIONS = {"chat", "text_completion", "generate_content", "embeddings"}
-# The first of these string fields of a JSON object input is the user's text.
-_INPUT_FIELDS = ("input", "query", "question", "message", "content", "text", "prompt")
+# The first of these string fields of a JSON object is the user's text (or the answer);
+# the objects under the wrapper keys are searched too.
+_TEXT_FIELDS = (
+    "input",
+    "query",
+    "question",
+    "message",
+    "content",
+    "text",
+    "prompt",
+    "output",
+    "answer",
+    "result",
+)
+_WRAPPERS = ("inputs", "outputs", "kwargs", "input", "output")
 _INDEXED = re.compile(r"(\d+)\.(.+)")
 _MESSAGE_CONTENT_TEXT = re.compile(r"message\.contents\.\d+\.message_content\.text")
 
@@ -69,6 +82,10 @@ def genai_read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
     already follows the current conventions (or none that is known)."""
     if OPERATION in attributes:
         _aliases(attributes)
+        if "traceloop.span.kind" in attributes or "openinference.span.kind" in attributes:
+            # Instrumentations moving to today's conventions (OpenLLMetry's LangChain one
+            # writes invoke_agent) may still carry the run's text only in their own.
+            _gaps_fill(attributes, str(attributes[OPERATION]))
         return ""
     kind = attributes.get("openinference.span.kind")
     if isinstance(kind, str):
@@ -87,6 +104,21 @@ def genai_read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
         _aliases(attributes)
         return GENAI_EARLY
     return ""
+
+
+def _gaps_fill(attributes: dict[str, Any], operation: str) -> None:
+    if operation in ("invoke_agent", "create_agent"):
+        _messages_fill(attributes, "gen_ai.input.messages", "", "traceloop.entity.input")
+        _messages_fill(attributes, "gen_ai.input.messages", "", "input.value")
+        _messages_fill(attributes, "gen_ai.output.messages", "", "traceloop.entity.output")
+        _messages_fill(attributes, "gen_ai.output.messages", "", "output.value")
+    elif operation == "execute_tool":
+        _fill(attributes, "gen_ai.tool.call.arguments", "input.value")
+        _fill(attributes, "gen_ai.tool.call.result", "traceloop.entity.output", "output.value")
+        if "gen_ai.tool.call.arguments" not in attributes:
+            arguments = _call_arguments(attributes.get("traceloop.entity.input"))
+            if arguments is not None:
+                attributes["gen_ai.tool.call.arguments"] = arguments
 
 
 def _fill(attributes: dict[str, Any], key: str, *candidates: str) -> None:
@@ -131,13 +163,14 @@ def _openinference(attributes: dict[str, Any], kind: str, *, name: str, is_root:
         _fill(attributes, "gen_ai.tool.name", "tool.name")
         if name:
             attributes.setdefault("gen_ai.tool.name", name)
-        _fill(attributes, "gen_ai.tool.call.id", "tool_call.id")
+        _fill(attributes, "gen_ai.tool.call.id", "tool_call.id", "tool.id")
         _fill(attributes, "gen_ai.tool.call.arguments", "input.value")
         _fill(attributes, "gen_ai.tool.call.result", "output.value")
     else:
         _fill(attributes, "gen_ai.request.model", "llm.model_name", "embedding.model_name")
         _fill(attributes, "gen_ai.usage.input_tokens", "llm.token_count.prompt")
         _fill(attributes, "gen_ai.usage.output_tokens", "llm.token_count.completion")
+        _messages_fill(attributes, "gen_ai.input.messages", "llm.input_messages.", "")
         _messages_fill(attributes, "gen_ai.output.messages", "llm.output_messages.", "output.value")
     return OPENINFERENCE
 
@@ -185,6 +218,7 @@ def _call_arguments(value: Any) -> Any:
 
 
 def _openllmetry_model_call(attributes: dict[str, Any]) -> None:
+    # The llm.* names are OpenLLMetry's before April 2024; later releases write gen_ai.*.
     _fill(attributes, "gen_ai.request.model", "llm.request.model")
     _fill(attributes, "gen_ai.response.model", "llm.response.model")
     _fill(
@@ -219,7 +253,8 @@ def _messages_fill(attributes: dict[str, Any], key: str, indexed_prefix: str, wh
         return
     text = _value_text(value)
     if text:
-        attributes[key] = [{"role": "user", "content": text}]
+        role = "assistant" if key == "gen_ai.output.messages" else "user"
+        attributes[key] = [{"role": role, "content": text}]
 
 
 def _indexed_messages(attributes: dict[str, Any], prefix: str) -> list[dict[str, str]]:
@@ -240,31 +275,56 @@ def _indexed_messages(attributes: dict[str, Any], prefix: str) -> list[dict[str,
 
 
 def _value_text(value: Any) -> str:
-    """The user's text in an input or output value: the value itself, or, when it is a JSON
-    object, its first text field (``{"input": "…"}``), or its messages' contents."""
+    """The text in an input or output value: the value itself, or, when it is JSON, the
+    text it wraps (``_text_in``); the JSON as it is when it wraps none."""
     if not isinstance(value, str):
         return ""
     try:
         document = json.loads(value)
     except (ValueError, RecursionError):
         return value
+    return _text_in(document, depth=0) or value
+
+
+def _text_in(document: Any, *, depth: int) -> str:
+    """The user's (or the answer's) text in a framework's record of a call:
+    ``{"input": "…"}``, LangChain's ``{"inputs": {"question": "…"}}`` or
+    ``{"outputs": {"messages": [...]}}`` (the last message), OpenLLMetry's
+    ``{"args": [...], "kwargs": {...}}`` (a text keyword argument, else the longest text
+    argument: a method's first one is its object)."""
     if isinstance(document, str):
         return document
-    if isinstance(document, dict):
-        for field in _INPUT_FIELDS:
-            if isinstance(document.get(field), str) and document[field]:
-                return str(document[field])
-        # OpenLLMetry's record of a decorated function's call: its first argument.
-        args = document.get("args")
-        if isinstance(args, list) and args and isinstance(args[0], str) and args[0]:
-            return args[0]
-        messages = document.get("messages")
-        if isinstance(messages, list):
-            texts = [
-                m["content"]
-                for m in messages
-                if isinstance(m, dict) and isinstance(m.get("content"), str)
-            ]
-            if texts:
-                return "\n".join(texts)
-    return value
+    if not isinstance(document, dict) or depth > 2:
+        return ""
+    for field in _TEXT_FIELDS:
+        if isinstance(document.get(field), str) and document[field]:
+            return str(document[field])
+    messages = document.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            content = _message_content(message)
+            if content:
+                return content
+    for wrapper in _WRAPPERS:
+        text = _text_in(document.get(wrapper), depth=depth + 1)
+        if text:
+            return text
+    args = document.get("args")
+    if isinstance(args, list):
+        texts = [arg for arg in args if isinstance(arg, str) and arg]
+        if texts:
+            return max(texts, key=len)
+    return ""
+
+
+def _message_content(message: Any) -> str:
+    """A message's text: ``{"content": "…"}``, LangChain's serialised message
+    (``{"kwargs": {"content": "…"}}``) or a ``[role, text]`` pair."""
+    if isinstance(message, dict):
+        content = message.get("content")
+        if not isinstance(content, str) and isinstance(message.get("kwargs"), dict):
+            content = message["kwargs"].get("content")
+        return content if isinstance(content, str) else ""
+    if isinstance(message, list) and len(message) == 2 and isinstance(message[1], str):
+        return message[1]
+    return ""

@@ -398,3 +398,91 @@ def test_hostile_values_are_read_without_error(hostile: dict[str, Any]) -> None:
         genai_read(attributes, name="x", is_root=True)
     attributes = {"traceloop.span.kind": "tool", **hostile}
     genai_read(attributes, name="x", is_root=True)
+
+
+@pytest.mark.django_db
+def test_a_run_span_without_input_takes_the_request_from_its_first_model_call(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """The OpenAI Agents SDK's OpenInference root: an AGENT span named after the workflow,
+    carrying no input; the user's words are in the first model call's messages."""
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "Agent workflow", attributes={"openinference.span.kind": "AGENT"}
+    ) as run:
+        for turn, user_text in enumerate(["Where is order 42?", "And order 43?"]):
+            with tracer.start_as_current_span(
+                "response",
+                attributes={
+                    "openinference.span.kind": "LLM",
+                    "llm.model_name": "gpt-4o-mini",
+                    "llm.input_messages.0.message.role": "system",
+                    "llm.input_messages.0.message.content": "You are a shop assistant.",
+                    f"llm.input_messages.{turn + 1}.message.role": "user",
+                    f"llm.input_messages.{turn + 1}.message.content": user_text,
+                },
+            ):
+                pass
+
+    _post(ops_user, memory)
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    assert trace.query == "Where is order 42?"
+    assert trace.agent.name == "Agent workflow"
+
+
+@pytest.mark.django_db
+def test_an_openllmetry_langchain_run_in_todays_operation_keeps_its_text(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """OpenLLMetry's LangChain instrumentation writes gen_ai.operation.name, but the run's
+    words only in its entity input and output (LangChain's serialised messages)."""
+    tracer, memory = tracing
+
+    def human(text: str, kind: str) -> dict[str, Any]:
+        return {"lc": 1, "type": "constructor", "id": ["x", kind], "kwargs": {"content": text}}
+
+    with tracer.start_as_current_span(
+        "AgentExecutor.workflow",
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "traceloop.span.kind": "workflow",
+            "traceloop.entity.name": "AgentExecutor",
+            "traceloop.entity.input": json.dumps(
+                {
+                    "inputs": {"messages": [human("refund order 7 please", "HumanMessage")]},
+                    "tags": [],
+                    "metadata": {},
+                    "kwargs": {},
+                }
+            ),
+            "traceloop.entity.output": json.dumps(
+                {"outputs": {"messages": [human("Order 7 is refunded.", "AIMessage")]}}
+            ),
+        },
+    ) as run:
+        pass
+
+    _post(ops_user, memory)
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    assert trace.query == "refund order 7 please"
+    assert trace.final_answer == "Order 7 is refunded."
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("plain words", "plain words"),
+        (json.dumps({"question": "q1"}), "q1"),
+        (json.dumps({"inputs": {"input": "q2"}, "tags": []}), "q2"),
+        (json.dumps({"args": ["Bot", "where is order 9?"], "kwargs": {}}), "where is order 9?"),
+        (json.dumps({"args": [], "kwargs": {"query": "q3"}}), "q3"),
+        (json.dumps({"messages": [["user", "q4"]]}), "q4"),
+        (json.dumps({"nothing": [1, 2]}), json.dumps({"nothing": [1, 2]})),
+    ],
+)
+def test_the_text_of_a_frameworks_input_record(value: str, text: str) -> None:
+    attributes = {"openinference.span.kind": "AGENT", "input.value": value}
+    genai_read(attributes, name="a", is_root=True)
+    assert attributes["gen_ai.input.messages"] == [{"role": "user", "content": text}]
