@@ -25,6 +25,7 @@ from agents.llm.factory import llm_client_build
 from agents.models import Tool
 from agents.parsing import model_json
 from agents.policy_runtime import ERROR_HANDLER_ACTIONS, TRANSFORMS, WAIT_RETRY_MAX_WAIT_S
+from agents.prompts import one_line
 from agents.repairs import STEP_TYPES, repair_steps_json_schema
 from policies.branches import KINDS, branch_errors, branch_signature, branch_slot
 from policies.error_bodies import ErrorHints, ParsedError, error_body_parse
@@ -710,10 +711,13 @@ ANALYZERS = (
 
 # --- LLM reflexion ------------------------------------------------------------------
 def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[ChatMessage]:
+    # Every value on one line: the query, the response and past analyses are text this
+    # prompt did not write, and a line of theirs must not pass for a field or a section.
     past = [
         f"{i}. trace_id: {next((str(t.pk) for t in s.source_traces.all()), '-')}, "
-        f"tool: {s.tool_name or '-'}, error_type: {s.error_type}, root_cause: {s.root_cause}, "
-        f"strategy: {s.strategy_update} (confidence {s.confidence:.2f})"
+        f"tool: {one_line(s.tool_name or '-')}, error_type: {s.error_type}, "
+        f"root_cause: {one_line(s.root_cause)}, "
+        f"strategy: {one_line(s.strategy_update)} (confidence {s.confidence:.2f})"
         for i, s in enumerate(history, 1)
     ]
     text = "\n\n".join(
@@ -723,14 +727,15 @@ def reflexion_messages(facts: FailureFacts, history: list[Strategy]) -> list[Cha
             + "\n".join(
                 [
                     f"- trace_id: {facts.trace_id}",
-                    f"- user query: {facts.query}",
+                    f"- user query: {one_line(facts.query)}",
                     f"- step: {facts.step_number}",
-                    f"- tool: {facts.tool or '-'}",
+                    f"- tool: {one_line(facts.tool or '-')}",
                     f"- action_input: {json.dumps(facts.action_input, ensure_ascii=False)}",
-                    f"- endpoint: {facts.endpoint or '-'}",
+                    f"- endpoint: {one_line(facts.endpoint or '-')}",
                     f"- status_code: {facts.status_code if facts.status_code is not None else '-'}",
                     f"- error_type: {facts.error_type}",
-                    f"- response summary: {(facts.response_summary or facts.error_detail)[:600]}",
+                    "- response summary: "
+                    + one_line((facts.response_summary or facts.error_detail)[:600]),
                 ]
             ),
             "## Similar past failures\n" + ("\n".join(past) if past else "- (none)"),

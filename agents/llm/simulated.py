@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from agents.llm.base import ChatMessage, LLMError, LLMResponse, LLMUsage
 from agents.llm.schemas import FINAL_ANSWER, RagDraft, RagGrade, ReasoningStep, Reflection
-from agents.prompts import canonical_json
+from agents.prompts import canonical_json, unquoted
 
 MISTAKES = ("skip_tool", "name_for_sku", "string_for_int", "repeat_action", "malformed_json")
 
@@ -440,7 +440,7 @@ def parse_reasoning_prompt(body: str) -> ReasoningPrompt:
     rounds = [_with_key_fact(rnd, key_facts) for rnd in earlier if rnd is not None]
     rounds += _parse_recent(sections.get("Recent rounds", ""))
     return ReasoningPrompt(
-        request=sections["User request"].strip(),
+        request=unquoted(sections["User request"]),
         customer_id=customer.group(1) if customer else "",
         tools=tools,
         hints=_bullets(sections.get("Strategy hints", "")),
@@ -468,7 +468,7 @@ def parse_reflection_prompt(body: str) -> ReflectionPrompt:
     observed = re.match(r"\s*\[([^\]]*)\]\s?(.*)$", sections.get("Observation", ""), re.DOTALL)
     ok, code, error_type = parse_label(observed.group(1)) if observed else (None, None, "")
     return ReflectionPrompt(
-        request=sections.get("User request", "").strip(),
+        request=unquoted(sections.get("User request", "")),
         action=name,
         action_input=arguments,
         ok=ok,
@@ -1694,16 +1694,16 @@ def parse_rag_prompt(body: str) -> RagPrompt:
         RagDoc(
             slug=heading.group(1).strip(),
             title=heading.group(2).strip(),
-            text=listing[
-                heading.end() : headings[i + 1].start() if i + 1 < len(headings) else None
-            ].strip(),
+            text=unquoted(
+                listing[heading.end() : headings[i + 1].start() if i + 1 < len(headings) else None]
+            ),
         )
         for i, heading in enumerate(headings)
     ]
     return RagPrompt(
-        question=sections.get("Question", "").strip(),
+        question=unquoted(sections.get("Question", "")),
         docs=docs,
-        draft=sections.get("Draft answer", "").strip(),
+        draft=unquoted(sections.get("Draft answer", "")),
     )
 
 

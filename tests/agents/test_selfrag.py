@@ -146,10 +146,10 @@ def test_prompts_carry_the_question_the_documents_and_the_draft(fake_llm: Any) -
     draft_prompt = fake_llm.requests[0].json["messages"][-1]["content"]
     grade_prompt = fake_llm.requests[1].json["messages"][-1]["content"]
     assert draft_prompt.startswith("# Self-RAG draft")
-    assert f"## Question\n{QUESTION}" in draft_prompt
+    assert f"## Question\n> {QUESTION}" in draft_prompt  # quoted: it is the customer's text
     assert "### [return-window] How long do I have to return an item?" in draft_prompt
     assert grade_prompt.startswith("# Self-RAG grade")
-    assert f"## Draft answer\n{RETURN_ANSWER}" in grade_prompt
+    assert f"## Draft answer\n> {RETURN_ANSWER}" in grade_prompt
     assert "strict fact checker" in grade_prompt and "FULLY covered" in grade_prompt
     schema_name = fake_llm.requests[1].json["response_format"]["json_schema"]["name"]
     assert schema_name == "RagGrade"
