@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config.api_urls import api_not_found
 from config.health import healthz
@@ -19,7 +19,7 @@ urlpatterns = [
     path("accounts/", include("config.auth_urls")),
     path("api/", include("config.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     re_path(r"^api/", api_not_found),
     path("sandbox/api/", include("sandbox.urls")),
     # OTLP/HTTP's fixed path: exporters append /v1/traces to OTEL_EXPORTER_OTLP_ENDPOINT.

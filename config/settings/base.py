@@ -41,6 +41,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.content_security.content_security_policy",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -204,6 +205,17 @@ else:
 LIVE_RUN_EVENTS = env.bool("LIVE_RUN_EVENTS", default=True)
 # Origins allowed to frame the chat widget (/chat/embed/), e.g. https://helpdesk.example.com
 CHAT_EMBED_ALLOWED_ORIGINS = env.list("CHAT_EMBED_ALLOWED_ORIGINS", default=[])
+# Sent with every HTML page (config/content_security.py); empty: none. No page has an inline
+# script; styles may be inline (htmx adds its indicator's, one input has a width). No page
+# may be framed but the embeddable chat, which names its own frame-ancestors.
+CONTENT_SECURITY_POLICY = env(
+    "DJANGO_CONTENT_SECURITY_POLICY",
+    default=(
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+)
 # A cross-site embed needs the cookies sent to framed pages: "None" (HTTPS only).
 SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = env("DJANGO_COOKIE_SAMESITE", default="Lax")
 
