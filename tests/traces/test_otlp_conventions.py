@@ -55,6 +55,17 @@ def _rejected(body: bytes) -> int:
     return int(answer.partial_success.rejected_spans)
 
 
+def _raised(tracer: Any, name: str, attributes: dict[str, Any], error: Exception) -> Any:
+    """A span whose code raised ``error``: the exception event and status ERROR, as an
+    instrumentation records them (no error.type)."""
+    with tracer.start_as_current_span(
+        name, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as span:
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, str(error)))
+    return span
+
+
 def _trace_id(span: Any) -> uuid.UUID:
     return uuid.UUID(int=span.get_span_context().trace_id)
 
@@ -93,18 +104,16 @@ def test_an_openinference_agent_run_is_an_external_trace_with_classified_steps(
             },
         ):
             pass
-        with tracer.start_as_current_span(
+        _raised(
+            tracer,
             "get_order",
-            attributes={
+            {
                 "openinference.span.kind": "TOOL",
                 "tool.name": "get_order",
                 "input.value": json.dumps({"order_id": "42"}),
             },
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as tool:
-            tool.record_exception(TimeoutError("the order service timed out"))
-            tool.set_status(Status(StatusCode.ERROR, "timed out"))
+            TimeoutError("the order service timed out"),
+        )
         with tracer.start_as_current_span(
             "input_guardrail", attributes={"openinference.span.kind": "GUARDRAIL"}
         ):
@@ -215,18 +224,16 @@ def test_an_openllmetry_workflow_with_a_failing_tool(
             },
         ):
             pass
-        with tracer.start_as_current_span(
+        _raised(
+            tracer,
             "get_order.tool",
-            attributes={
+            {
                 "traceloop.span.kind": "tool",
                 "traceloop.entity.name": "get_order",
                 "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"order_id": "9"}}),
             },
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as tool:
-            tool.record_exception(ValueError("no such order"))
-            tool.set_status(Status(StatusCode.ERROR, "no such order"))
+            ValueError("no such order"),
+        )
         with tracer.start_as_current_span(
             "format.task", attributes={"traceloop.span.kind": "task"}
         ):
@@ -287,14 +294,12 @@ def test_an_exception_event_names_the_error_when_error_type_is_missing(
     tracing: Any, ops_user: Any, error_rules: None
 ) -> None:
     tracer, memory = tracing
-    with tracer.start_as_current_span(
+    tool = _raised(
+        tracer,
         "execute_tool fetch",
-        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch"},
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as tool:
-        tool.record_exception(ConnectionRefusedError("refused"))
-        tool.set_status(Status(StatusCode.ERROR))
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch"},
+        ConnectionRefusedError("refused"),
+    )
     with tracer.start_as_current_span(
         "execute_tool retry",
         attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "retry"},
