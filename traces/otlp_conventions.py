@@ -108,17 +108,27 @@ def genai_read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
 
 def _gaps_fill(attributes: dict[str, Any], operation: str) -> None:
     if operation in ("invoke_agent", "create_agent"):
-        _messages_fill(attributes, "gen_ai.input.messages", "", "traceloop.entity.input")
-        _messages_fill(attributes, "gen_ai.input.messages", "", "input.value")
-        _messages_fill(attributes, "gen_ai.output.messages", "", "traceloop.entity.output")
-        _messages_fill(attributes, "gen_ai.output.messages", "", "output.value")
+        _run_text_fill(attributes)
     elif operation == "execute_tool":
-        _fill(attributes, "gen_ai.tool.call.arguments", "input.value")
-        _fill(attributes, "gen_ai.tool.call.result", "traceloop.entity.output", "output.value")
-        if "gen_ai.tool.call.arguments" not in attributes:
-            arguments = _call_arguments(attributes.get("traceloop.entity.input"))
-            if arguments is not None:
-                attributes["gen_ai.tool.call.arguments"] = arguments
+        _tool_call_fill(attributes)
+
+
+def _run_text_fill(attributes: dict[str, Any]) -> None:
+    """A run's request and answer, from OpenInference's or OpenLLMetry's record of them."""
+    for whole in ("input.value", "traceloop.entity.input"):
+        _messages_fill(attributes, "gen_ai.input.messages", "", whole)
+    for whole in ("output.value", "traceloop.entity.output"):
+        _messages_fill(attributes, "gen_ai.output.messages", "", whole)
+
+
+def _tool_call_fill(attributes: dict[str, Any]) -> None:
+    """A tool call's arguments and result, from OpenInference's or OpenLLMetry's record."""
+    _fill(attributes, "gen_ai.tool.call.arguments", "input.value")
+    if "gen_ai.tool.call.arguments" not in attributes:
+        arguments = _call_arguments(attributes.get("traceloop.entity.input"))
+        if arguments is not None:
+            attributes["gen_ai.tool.call.arguments"] = arguments
+    _fill(attributes, "gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
 
 
 def _fill(attributes: dict[str, Any], key: str, *candidates: str) -> None:
@@ -157,15 +167,15 @@ def _openinference(attributes: dict[str, Any], kind: str, *, name: str, is_root:
         _fill(attributes, "gen_ai.agent.name", "agent.name")
         if kind == "AGENT" and name:
             attributes.setdefault("gen_ai.agent.name", name)
-        _messages_fill(attributes, "gen_ai.input.messages", "llm.input_messages.", "input.value")
-        _messages_fill(attributes, "gen_ai.output.messages", "llm.output_messages.", "output.value")
+        _messages_fill(attributes, "gen_ai.input.messages", "llm.input_messages.", "")
+        _messages_fill(attributes, "gen_ai.output.messages", "llm.output_messages.", "")
+        _run_text_fill(attributes)
     elif operation == "execute_tool":
         _fill(attributes, "gen_ai.tool.name", "tool.name")
         if name:
             attributes.setdefault("gen_ai.tool.name", name)
         _fill(attributes, "gen_ai.tool.call.id", "tool_call.id", "tool.id")
-        _fill(attributes, "gen_ai.tool.call.arguments", "input.value")
-        _fill(attributes, "gen_ai.tool.call.result", "output.value")
+        _tool_call_fill(attributes)
     else:
         _fill(attributes, "gen_ai.request.model", "llm.model_name", "embedding.model_name")
         _fill(attributes, "gen_ai.usage.input_tokens", "llm.token_count.prompt")
@@ -187,15 +197,10 @@ def _openllmetry_entity(attributes: dict[str, Any], kind: str, *, name: str, is_
     entity_name = entity if isinstance(entity, str) and entity else name.rsplit(".", 1)[0]
     if operation == "invoke_agent":
         attributes.setdefault("gen_ai.agent.name", entity_name)
-        _messages_fill(attributes, "gen_ai.input.messages", "", "traceloop.entity.input")
-        _messages_fill(attributes, "gen_ai.output.messages", "", "traceloop.entity.output")
+        _run_text_fill(attributes)
     else:
         attributes.setdefault("gen_ai.tool.name", entity_name)
-        if "gen_ai.tool.call.arguments" not in attributes:
-            arguments = _call_arguments(attributes.get("traceloop.entity.input"))
-            if arguments is not None:
-                attributes["gen_ai.tool.call.arguments"] = arguments
-        _fill(attributes, "gen_ai.tool.call.result", "traceloop.entity.output")
+        _tool_call_fill(attributes)
     return OPENLLMETRY
 
 
