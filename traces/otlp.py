@@ -61,8 +61,17 @@ PHASE_OF_OPERATION = {
     "embeddings": Step.Phase.RETRIEVAL,
     "retrieval": Step.Phase.RETRIEVAL,
     "execute_tool": Step.Phase.ACTION,
+    # Instrumentations' own names for the same steps (OpenLLMetry's retriever and reranker
+    # calls, its name for a model request).
+    "vector_db_retrieve": Step.Phase.RETRIEVAL,
+    "rerank": Step.Phase.RETRIEVAL,
+    "llm_request": Step.Phase.REASONING,
 }
-_MODEL_OPERATIONS = ("chat", "text_completion", "generate_content")
+_MODEL_OPERATIONS = ("chat", "text_completion", "generate_content", "llm_request")
+# Any other operation wraps steps rather than being one: OpenLLMetry's execute_task (a
+# LangChain chain, a LangGraph node, a CrewAI task), goto, handoff, guard, realtime, and
+# whatever names instrumentations add next. Such a span is stored only to carry a failure
+# that no step beneath it explains (``_steps_new``).
 STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
 TEXT_MAX = 4000
 DETAIL_MAX = 2000
@@ -482,11 +491,20 @@ def span_error_event(span: SpanIn) -> tuple[ErrorEvent, ErrorEvent | None]:
             ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=error_type, body=body),
             ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=code, body=body),
         )
-    if span.operation in _MODEL_OPERATIONS and _FORMAT.search(error_type):
-        # The model answered, but not in the shape asked for.
+    wrapper = span.operation not in PHASE_OF_OPERATION and span.operation not in RUN_OPERATIONS
+    if (span.operation in _MODEL_OPERATIONS or wrapper) and _FORMAT.search(error_type):
+        # The model answered, but not in the shape asked for (a chain's output parser).
         return (
             ErrorEvent(source=ErrorRule.Source.RUNTIME, exception_class=error_type, body=body),
             ErrorEvent(source=ErrorRule.Source.MODEL_OUTPUT, body=body),
+        )
+    if wrapper:
+        # A chain, a graph node, a handoff that raised itself: the agent's own code, not
+        # the model, unless it timed out or lost a connection.
+        code = _EXECUTOR_CODES.get(error_type.rsplit(".", 1)[-1].lower(), "TOOL_ERROR")
+        return (
+            ErrorEvent(source=ErrorRule.Source.RUNTIME, exception_class=error_type, body=body),
+            ErrorEvent(source=ErrorRule.Source.EXECUTOR, exception_class=code, body=body),
         )
     # A model call or the run itself: the model was unavailable, or the run broke.
     return (
@@ -717,11 +735,20 @@ def _steps_new(
     child_failed = failed_before or any(
         s.failed for s in fresh if s.operation not in RUN_OPERATIONS
     )
+    step_failed = failed_before or any(s.failed for s in fresh if s.operation in PHASE_OF_OPERATION)
+    wrapping = _failed_ancestors(fresh)
     steps = []
     for span in sorted(fresh, key=lambda s: (s.start_ns, s.end_ns)):
         # A run span is the trace itself; it is a step only to carry a failure that no
         # model or tool span explains.
-        if span.operation in RUN_OPERATIONS and (not span.failed or child_failed):
+        if span.operation in RUN_OPERATIONS:
+            if not span.failed or child_failed:
+                continue
+        # A span that wraps steps, likewise, and only the innermost of those that failed:
+        # the exception went up through every one of them.
+        elif span.operation not in PHASE_OF_OPERATION and (
+            not span.failed or step_failed or span.span_id in wrapping
+        ):
             continue
         number += 1
         fields = span_step_fields(span, rules, redactor=redactor)
@@ -740,6 +767,23 @@ def _steps_new(
             )
         )
     return steps
+
+
+def _failed_ancestors(spans: list[SpanIn]) -> set[str]:
+    """The span ids, among ``spans``, above a failed span (its parent, that one's, …)."""
+    by_id = {s.span_id: s for s in spans}
+    above: set[str] = set()
+    for span in spans:
+        if not span.failed:
+            continue
+        parent = by_id.get(span.parent_span_id)
+        # An exporter may send a cycle: no chain is longer than the spans in hand.
+        for _ in range(len(by_id)):
+            if parent is None or parent.span_id in above:
+                break
+            above.add(parent.span_id)
+            parent = by_id.get(parent.parent_span_id)
+    return above
 
 
 def otlp_spans_ingest(

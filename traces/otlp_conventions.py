@@ -74,12 +74,48 @@ _TEXT_FIELDS = (
 _WRAPPERS = ("inputs", "outputs", "kwargs", "input", "output")
 _INDEXED = re.compile(r"(\d+)\.(.+)")
 _MESSAGE_CONTENT_TEXT = re.compile(r"message\.contents\.\d+\.message_content\.text")
+# Indexed fields that hold a message's whole text, and the role it has when none is given.
+_TEXT_ONLY_FIELDS = {"prompt.text": "user", "completion.text": "assistant"}
+
+
+# Provider names as instrumentations write them -> the conventions' gen_ai.provider.name
+# (lower case first): OpenInference's llm.provider / llm.system, OpenLLMetry's gen_ai.system
+# ("OpenAI", "Bedrock", …), LangChain's class-derived vendors. One provider, one name, so
+# that a chart or filter by backend does not split it.
+_PROVIDERS = {
+    "azure": "azure.ai.openai",
+    "azure_openai": "azure.ai.openai",
+    "azureopenai": "azure.ai.openai",
+    "google": "gcp.vertex_ai",
+    "vertexai": "gcp.vertex_ai",
+    "vertex_ai": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "google_genai": "gcp.gemini",
+    "googlegenerativeai": "gcp.gemini",
+    "aws": "aws.bedrock",
+    "bedrock": "aws.bedrock",
+    "aws_bedrock": "aws.bedrock",
+    "mistralai": "mistral_ai",
+    "mistral": "mistral_ai",
+    "xai": "x_ai",
+    "watsonx": "ibm.watsonx.ai",
+}
+PROVIDER = "gen_ai.provider.name"
 
 
 def genai_read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
     """Fill the current GenAI attributes of a span into ``attributes`` (in place) from the
     convention it was written to; returns that convention's name, or "" when the span
     already follows the current conventions (or none that is known)."""
+    convention = _read(attributes, name=name, is_root=is_root)
+    provider = attributes.get(PROVIDER)
+    if isinstance(provider, str):
+        key = provider.strip().lower()
+        attributes[PROVIDER] = _PROVIDERS.get(key.replace(" ", "_"), key)
+    return convention
+
+
+def _read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
     if OPERATION in attributes:
         _aliases(attributes)
         if "traceloop.span.kind" in attributes or "openinference.span.kind" in attributes:
@@ -181,8 +217,21 @@ def _openinference(attributes: dict[str, Any], kind: str, *, name: str, is_root:
         _fill(attributes, "gen_ai.usage.input_tokens", "llm.token_count.prompt")
         _fill(attributes, "gen_ai.usage.output_tokens", "llm.token_count.completion")
         _messages_fill(attributes, "gen_ai.input.messages", "llm.input_messages.", "")
-        _messages_fill(attributes, "gen_ai.output.messages", "llm.output_messages.", "output.value")
+        # A completions API's: llm.prompts (a list, or indexed .prompt.text) and choices.
+        _prompts_fill(attributes)
+        _messages_fill(attributes, "gen_ai.input.messages", "llm.prompts.", "")
+        _messages_fill(attributes, "gen_ai.output.messages", "llm.output_messages.", "")
+        _messages_fill(attributes, "gen_ai.output.messages", "llm.choices.", "output.value")
     return OPENINFERENCE
+
+
+def _prompts_fill(attributes: dict[str, Any]) -> None:
+    prompts = attributes.get("llm.prompts")
+    if "gen_ai.input.messages" in attributes or not isinstance(prompts, list):
+        return
+    texts = [prompt for prompt in prompts if isinstance(prompt, str) and prompt]
+    if texts:
+        attributes["gen_ai.input.messages"] = [{"role": "user", "content": t} for t in texts]
 
 
 # --- OpenLLMetry ---------------------------------------------------------------------------
@@ -274,6 +323,9 @@ def _indexed_messages(attributes: dict[str, Any], prefix: str) -> list[dict[str,
         message = by_index.setdefault(int(match.group(1)), {"role": "", "content": ""})
         if field == "role":
             message["role"] = value
+        elif field in _TEXT_ONLY_FIELDS:
+            message["role"] = message["role"] or _TEXT_ONLY_FIELDS[field]
+            message["content"] = value
         elif field == "content" or _MESSAGE_CONTENT_TEXT.fullmatch(match.group(2)):
             message["content"] = f"{message['content']}\n{value}" if message["content"] else value
     return [by_index[i] for i in sorted(by_index) if by_index[i]["content"]]

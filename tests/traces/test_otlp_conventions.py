@@ -245,9 +245,9 @@ def test_an_openllmetry_workflow_with_a_failing_tool(
     trace = Trace.objects.get(pk=trace_id)
     assert trace.agent.name == "support"
     assert trace.query == "where is order 9?"
-    assert (trace.llm_backend, trace.total_tokens) == ("OpenAI", 55)
+    assert (trace.llm_backend, trace.total_tokens) == ("openai", 55)  # as the conventions name it
     chat, call = _steps(trace_id)
-    assert (chat.prompt_tokens, chat.completion_tokens, chat.llm_backend) == (50, 5, "OpenAI")
+    assert (chat.prompt_tokens, chat.completion_tokens, chat.llm_backend) == (50, 5, "openai")
     assert chat.thought == "Checking order 9."
     assert chat.details["otel"]["convention"] == "openllmetry"
     assert (call.tool_name, call.action_input, call.ok, call.error_type) == (
@@ -491,3 +491,190 @@ def test_the_text_of_a_frameworks_input_record(value: str, text: str) -> None:
     attributes = {"openinference.span.kind": "AGENT", "input.value": value}
     genai_read(attributes, name="a", is_root=True)
     assert attributes["gen_ai.input.messages"] == [{"role": "user", "content": text}]
+
+
+def _node(tracer: Any, name: str) -> Any:
+    """OpenLLMetry's span for a LangChain chain or a LangGraph node (its own operation)."""
+    return tracer.start_as_current_span(
+        f"execute_task {name}",
+        attributes={
+            "gen_ai.operation.name": "execute_task",
+            "traceloop.span.kind": "task",
+            "gen_ai.task.name": name,
+        },
+        record_exception=True,
+        set_status_on_exception=True,
+    )
+
+
+def _workflow(tracer: Any) -> Any:
+    return tracer.start_as_current_span(
+        "LangGraph.workflow",
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "traceloop.span.kind": "workflow",
+            "gen_ai.agent.name": "graph-agent",
+            "traceloop.entity.input": json.dumps({"inputs": {"input": "where is order 5?"}}),
+        },
+        record_exception=True,
+        set_status_on_exception=True,
+    )
+
+
+@pytest.mark.django_db
+def test_a_tool_failure_is_one_failed_step_not_one_per_node_it_went_up_through(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """OpenLLMetry's LangGraph shape: a workflow, nodes (execute_task) inside nodes, a
+    retriever, a handoff, a model call, and a tool that timed out. The exception went up
+    through both nodes and the workflow, each marked failed: the tool's is the one failure,
+    and the spans that only wrap steps are no steps (before, each was a step classified
+    LLM_ERROR, and its time was counted twice)."""
+    tracer, memory = tracing
+    with pytest.raises(TimeoutError), _workflow(tracer) as run:
+        with (
+            _node(tracer, "retrieve"),
+            tracer.start_as_current_span(
+                "vector_db_retrieve docs",
+                attributes={"gen_ai.operation.name": "vector_db_retrieve"},
+            ),
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "handoff", attributes={"gen_ai.operation.name": "handoff"}
+        ):
+            pass
+        with _node(tracer, "agent"), _node(tracer, "tools"):
+            with tracer.start_as_current_span(
+                "ChatOpenAI.chat",
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.provider.name": "OpenAI",
+                    "gen_ai.usage.input_tokens": 10,
+                    "gen_ai.usage.output_tokens": 2,
+                },
+            ):
+                pass
+            _raised(
+                tracer,
+                "execute_tool get_order",
+                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_order"},
+                TimeoutError("the order service timed out"),
+            )
+            raise TimeoutError("the order service timed out")
+
+    assert _post(ops_user, memory) == {"rejected": 0}
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    assert (trace.status, trace.error_type, trace.failed_steps) == ("failed", "TIMEOUT", 1)
+    steps = _steps(trace.pk)
+    assert [(s.phase, s.ok) for s in steps] == [
+        ("retrieval", True),
+        ("reasoning", True),
+        ("action", False),
+    ]
+    assert steps[1].llm_backend == "openai"
+    assert trace.total_steps == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("error", "error_type"),
+    [
+        (ValueError("bad state"), "INTERNAL_SERVER_ERROR"),  # the agent's own code raised
+        (ConnectionRefusedError("store down"), "CONNECTION_ERROR"),
+        (type("OutputParserException", (ValueError,), {})("no JSON"), "MODEL_FORMAT_ERROR"),
+    ],
+)
+def test_a_node_that_raised_itself_is_the_one_failed_step(
+    tracing: Any, ops_user: Any, error_rules: None, error: Exception, error_type: str
+) -> None:
+    """No model or tool call failed: the innermost node that raised carries the failure,
+    classified by what it raised, not as the model being unavailable (LLM_ERROR)."""
+    tracer, memory = tracing
+    with (
+        pytest.raises(type(error)),
+        _workflow(tracer) as run,
+        _node(tracer, "outer"),
+        _node(tracer, "parse"),
+    ):
+        raise error
+
+    _post(ops_user, memory)
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    (step,) = _steps(trace.pk)
+    assert (step.ok, step.error_type, trace.error_type) == (False, error_type, error_type)
+    assert step.details["otel"]["name"] == "execute_task parse"
+
+
+def test_a_cycle_of_parent_ids_is_read_without_looping() -> None:
+    from traces.otlp import SpanIn, _failed_ancestors
+
+    def span(span_id: str, parent: str, status: int) -> SpanIn:
+        return SpanIn(
+            trace_id="ab" * 16,
+            span_id=span_id,
+            parent_span_id=parent,
+            name="execute_task x",
+            start_ns=0,
+            end_ns=1,
+            status_code=status,
+            status_message="",
+            attributes={"gen_ai.operation.name": "execute_task"},
+        )
+
+    spans = [span("a" * 16, "b" * 16, 2), span("b" * 16, "c" * 16, 2), span("c" * 16, "a" * 16, 0)]
+    assert _failed_ancestors(spans) == {"a" * 16, "b" * 16, "c" * 16}
+
+
+@pytest.mark.parametrize(
+    ("attributes", "provider"),
+    [
+        ({"gen_ai.operation.name": "chat", "gen_ai.provider.name": "OpenAI"}, "openai"),
+        ({"gen_ai.system": "Bedrock", "gen_ai.request.model": "m"}, "aws.bedrock"),
+        ({"openinference.span.kind": "LLM", "llm.provider": "azure"}, "azure.ai.openai"),
+        ({"openinference.span.kind": "LLM", "llm.system": "vertexai"}, "gcp.vertex_ai"),
+        ({"openinference.span.kind": "LLM", "llm.provider": "mistralai"}, "mistral_ai"),
+        ({"llm.request.type": "chat", "llm.vendor": "Anthropic"}, "anthropic"),
+        ({"gen_ai.operation.name": "chat", "gen_ai.provider.name": "ollama"}, "ollama"),
+    ],
+)
+def test_a_provider_has_one_name_whoever_wrote_it(
+    attributes: dict[str, Any], provider: str
+) -> None:
+    genai_read(attributes, name="chat m", is_root=False)
+    assert attributes["gen_ai.provider.name"] == provider
+
+
+@pytest.mark.django_db
+def test_an_openinference_completions_call_gives_its_prompt_and_choice(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """A completions API's call: llm.prompts as a list (LangChain's, LlamaIndex's
+    instrumentors) or indexed prompt.text, and the choices' completion.text."""
+    tracer, memory = tracing
+    with (
+        tracer.start_as_current_span(
+            "query", attributes={"openinference.span.kind": "CHAIN"}
+        ) as run,
+        tracer.start_as_current_span(
+            "OpenAI",
+            attributes={
+                "openinference.span.kind": "LLM",
+                "llm.prompts": ["What is the refund window?"],
+                "llm.choices.0.completion.text": "Thirty days.",
+            },
+        ),
+    ):
+        pass
+    listed = {"openinference.span.kind": "LLM", "llm.prompts.0.prompt.text": "indexed"}
+    genai_read(listed, name="x", is_root=False)
+    assert listed["gen_ai.input.messages"] == [{"role": "user", "content": "indexed"}]
+
+    _post(ops_user, memory)
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    assert trace.query == "What is the refund window?"  # from the first model call
+    (call,) = _steps(trace.pk)
+    assert call.thought == "Thirty days."
