@@ -50,7 +50,7 @@ TEST_SEED ?= 1257646290
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy agents traces policies reviews bench
+	$(VENV)/bin/mypy agents traces policies reviews bench config sandbox
 	mkdir -p var
 	$(VENV)/bin/pytest -p randomly --randomly-seed=$(TEST_SEED) --cov --cov-branch --cov-report=term --cov-report=json:var/coverage.json $(PYTEST_ARGS)
 	COVERAGE_FAIL_UNDER=$(COVERAGE_FAIL_UNDER) $(PY) bench/coverage_gate.py var/coverage.json
@@ -64,7 +64,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy agents traces policies reviews bench
+	$(VENV)/bin/mypy agents traces policies reviews bench config sandbox
 
 ## Runtime benchmark: the same scripted episode through this runtime's full run path,
 ## LangGraph + PostgresSaver, the OpenAI Agents SDK and a plain psycopg loop, one run at a

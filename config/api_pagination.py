@@ -94,12 +94,13 @@ class StrictLimitOffsetPagination(LimitOffsetPagination):
         return rows
 
     def _count(self, queryset: Any, *, shown: int) -> tuple[int, bool]:
-        if not self.has_next and (shown or self.offset == 0):
-            return self.offset + shown, True  # the last page: the count is known
+        offset = self.offset or 0  # set by paginate_queryset (get_offset's int)
+        if not self.has_next and (shown or offset == 0):
+            return offset + shown, True  # the last page: the count is known
         if not isinstance(queryset, QuerySet):
             return len(queryset), True
         # At least the rows known to exist, whatever the estimate says.
-        known = self.offset + shown + (1 if self.has_next else 0)
+        known = offset + shown + (1 if self.has_next else 0)
         estimate = planner_row_estimate(queryset)
         if estimate is not None and estimate > estimate_trusted_above():
             return max(estimate, known), False
