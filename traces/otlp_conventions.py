@@ -118,10 +118,11 @@ def genai_read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
 def _read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
     if OPERATION in attributes:
         _aliases(attributes)
-        if "traceloop.span.kind" in attributes or "openinference.span.kind" in attributes:
-            # Instrumentations moving to today's conventions (OpenLLMetry's LangChain one
-            # writes invoke_agent) may still carry the run's text only in their own.
-            _gaps_fill(attributes, str(attributes[OPERATION]))
+        # Instrumentations that write today's operations may still carry the run's text or
+        # a tool call's only in their own attributes: OpenLLMetry's LangChain one, Pydantic
+        # AI (the answer in final_result; a tool's in tool_arguments / tool_response in its
+        # instrumentation version 2).
+        _gaps_fill(attributes, str(attributes[OPERATION]))
         return ""
     kind = attributes.get("openinference.span.kind")
     if isinstance(kind, str):
@@ -153,18 +154,24 @@ def _run_text_fill(attributes: dict[str, Any]) -> None:
     """A run's request and answer, from OpenInference's or OpenLLMetry's record of them."""
     for whole in ("input.value", "traceloop.entity.input"):
         _messages_fill(attributes, "gen_ai.input.messages", "", whole)
-    for whole in ("output.value", "traceloop.entity.output"):
+    for whole in ("output.value", "traceloop.entity.output", "final_result"):
         _messages_fill(attributes, "gen_ai.output.messages", "", whole)
 
 
 def _tool_call_fill(attributes: dict[str, Any]) -> None:
     """A tool call's arguments and result, from OpenInference's or OpenLLMetry's record."""
-    _fill(attributes, "gen_ai.tool.call.arguments", "input.value")
+    _fill(attributes, "gen_ai.tool.call.arguments", "input.value", "tool_arguments")
     if "gen_ai.tool.call.arguments" not in attributes:
         arguments = _call_arguments(attributes.get("traceloop.entity.input"))
         if arguments is not None:
             attributes["gen_ai.tool.call.arguments"] = arguments
-    _fill(attributes, "gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+    _fill(
+        attributes,
+        "gen_ai.tool.call.result",
+        "output.value",
+        "traceloop.entity.output",
+        "tool_response",
+    )
 
 
 def _fill(attributes: dict[str, Any], key: str, *candidates: str) -> None:

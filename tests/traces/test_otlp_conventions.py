@@ -678,3 +678,56 @@ def test_an_openinference_completions_call_gives_its_prompt_and_choice(
     assert trace.query == "What is the refund window?"  # from the first model call
     (call,) = _steps(trace.pk)
     assert call.thought == "Thirty days."
+
+
+@pytest.mark.django_db
+def test_a_pydantic_ai_run_gives_its_answer_and_its_tool_calls(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """Pydantic AI writes today's operations, but the run's answer in ``final_result`` and,
+    in its instrumentation version 2 ("running tool"), a tool's arguments and result in
+    ``tool_arguments`` / ``tool_response``; the request is only in its model calls."""
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "agent run",
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "shop-agent",
+            "agent_name": "shop-agent",
+            "final_result": "Order 3 ships on Monday.",
+        },
+    ) as run:
+        with tracer.start_as_current_span(
+            "chat gpt-4o",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": "When does 3 ship?"}]}]
+                ),
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "running tool",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_order",
+                "gen_ai.tool.call.id": "call_1",
+                "tool_arguments": json.dumps({"order_id": 3}),
+                "tool_response": "shipping Monday",
+            },
+        ):
+            pass
+
+    _post(ops_user, memory)
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    assert (trace.query, trace.final_answer) == ("When does 3 ship?", "Order 3 ships on Monday.")
+    _, call = _steps(trace.pk)
+    assert (call.tool_name, call.action_input, call.response_summary) == (
+        "get_order",
+        {"order_id": 3},
+        "shipping Monday",
+    )
