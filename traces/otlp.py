@@ -268,6 +268,31 @@ def _hex_to_b64(value: Any, size: int, name: str) -> str:
     return base64.b64encode(raw).decode()
 
 
+# The id fields of a span (and, the first two, of a link): the JSON mapping's lowerCamelCase
+# names, and the proto field names, which protobuf's JSON parser (and the Collector's
+# receiver) accept too.
+_SPAN_IDS = (
+    (("traceId", "trace_id"), 16),
+    (("spanId", "span_id"), 8),
+    (("parentSpanId", "parent_span_id"), 8),
+)
+
+
+def _either(document: Any, camel: str, snake: str) -> Any:
+    value = document.get(camel)
+    if value is None:
+        value = document.get(snake)
+    return value or []
+
+
+def _ids_to_b64(document: Any, fields: tuple[tuple[tuple[str, str], int], ...]) -> None:
+    for names, size in fields:
+        for key in names:
+            # null is the field's default (no parent), as the JSON mapping reads it.
+            if document.get(key) is not None:
+                document[key] = _hex_to_b64(document[key], size, key)
+
+
 def otlp_spans_from_json(body: bytes) -> list[SpanIn]:
     """OTLP/JSON: protobuf's JSON mapping, except that trace and span ids are hex."""
     from google.protobuf.json_format import ParseDict, ParseError
@@ -282,24 +307,68 @@ def otlp_spans_from_json(body: bytes) -> list[SpanIn]:
     if not isinstance(document, dict):
         raise OtlpRequestInvalid("the JSON body must be an object")
     try:
-        for resource_spans in document.get("resourceSpans") or []:
-            for scope_spans in resource_spans.get("scopeSpans") or []:
-                for span in scope_spans.get("spans") or []:
-                    for key, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
-                        if key in span:
-                            span[key] = _hex_to_b64(span[key], size, key)
-                    for link in span.get("links") or []:
-                        for key, size in (("traceId", 16), ("spanId", 8)):
-                            if key in link:
-                                link[key] = _hex_to_b64(link[key], size, key)
+        for resource_spans in _either(document, "resourceSpans", "resource_spans"):
+            for scope_spans in _either(resource_spans, "scopeSpans", "scope_spans"):
+                for span in _either(scope_spans, "spans", "spans"):
+                    _ids_to_b64(span, _SPAN_IDS)
+                    for link in _either(span, "links", "links"):
+                        _ids_to_b64(link, _SPAN_IDS[:2])
         request = ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except (ParseError, AttributeError, TypeError, RecursionError) as exc:
         raise OtlpRequestInvalid(f"the JSON body is not an export request: {exc}") from exc
     return _spans_of(request)
 
 
+_FRAMEWORK_KINDS = ("openinference.span.kind", "traceloop.span.kind")
+
+
+class _Roots:
+    """Whether a span is at the root of its run: it has no parent, or none of the spans
+    above it in the request is a framework's (OpenInference, OpenLLMetry). An agent served
+    by an instrumented web app has its top chain under the HTTP server's span; that chain
+    is still the run. A span whose parent is not in the request is not taken for a root
+    (its parent may be a framework's, exported later)."""
+
+    def __init__(self, request: Any) -> None:
+        self.request = request
+        self._above: dict[tuple[bytes, bytes], tuple[bytes, bool]] | None = None
+
+    def __call__(self, span: Any, attributes: dict[str, Any]) -> bool:
+        if not span.parent_span_id:
+            return True
+        if not any(kind in attributes for kind in _FRAMEWORK_KINDS):
+            return False  # read only for a framework's chain or task: no walk for others
+        above = self._map()
+        key = (span.trace_id, span.parent_span_id)
+        if key not in above:
+            return False
+        for _ in range(len(above)):  # an exporter may send a cycle
+            parent, framework = above.get(key, (b"", False))
+            if framework:
+                return False
+            if not parent or (key[0], parent) not in above:
+                return True
+            key = (key[0], parent)
+        return False
+
+    def _map(self) -> dict[tuple[bytes, bytes], tuple[bytes, bool]]:
+        """(trace id, span id) -> (its parent's id, whether a framework wrote it)."""
+        if self._above is None:
+            self._above = {
+                (span.trace_id, span.span_id): (
+                    span.parent_span_id,
+                    any(kv.key in _FRAMEWORK_KINDS for kv in span.attributes),
+                )
+                for resource_spans in self.request.resource_spans
+                for scope_spans in resource_spans.scope_spans
+                for span in scope_spans.spans
+            }
+        return self._above
+
+
 def _spans_of(request: Any) -> list[SpanIn]:
     spans = []
+    is_root = _Roots(request)
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
@@ -318,7 +387,7 @@ def _spans_of(request: Any) -> list[SpanIn]:
                 attributes = _attributes(span.attributes)
                 name = _nul_free(span.name)
                 parent = span.parent_span_id.hex()
-                convention = genai_read(attributes, name=name, is_root=not parent)
+                convention = genai_read(attributes, name=name, is_root=is_root(span, attributes))
                 if exception_type and span.status.code == STATUS_ERROR:
                     # The conventions' error.type is the exception's type when one was
                     # raised; many instrumentations record only the exception event.
@@ -806,9 +875,12 @@ def otlp_spans_ingest(
     if not genai:
         return result
     rules = error_rules_load() if rules is None else rules
-    by_trace: dict[str, list[SpanIn]] = defaultdict(list)
+    grouped: dict[str, list[SpanIn]] = defaultdict(list)
     for span in genai:
-        by_trace[span.trace_id].append(span)
+        grouped[span.trace_id].append(span)
+    # In trace id order: two requests writing the same traces take their row and key locks
+    # in one order, so one waits for the other instead of both deadlocking.
+    by_trace = dict(sorted(grouped.items()))
     agent_names = {_agent_name(group) for group in by_trace.values()}
     agent_of = _agent_ids(agent_names)
     try:
@@ -908,7 +980,8 @@ def _external_only(
 
 def _traces_lock(ids: list[uuid.UUID]) -> dict[str, Trace]:
     """The stored traces among ``ids``, locked for this transaction, by hex id."""
-    return {t.pk.hex: t for t in Trace.objects.select_for_update().filter(pk__in=ids)}
+    locked = Trace.objects.select_for_update().filter(pk__in=ids).order_by("pk")  # see above
+    return {t.pk.hex: t for t in locked}
 
 
 def _new_traces_store(

@@ -395,10 +395,13 @@ REFLEXION_SOFT_TIME_LIMIT = env.int("REFLEXION_SOFT_TIME_LIMIT", default=120)
 ASK_REFLEXION_WAIT_SECONDS = env.float("ASK_REFLEXION_WAIT_SECONDS", default=150.0)
 
 # --- OpenTelemetry ---------------------------------------------------------------------
-# Ingest (POST /otlp/v1/traces): a bigger body or more spans per request is a 413. Export is
-# configured by the standard OTEL_EXPORTER_OTLP_* variables alone (docs/observability.md).
-OTLP_MAX_BODY_BYTES = env.int("OTLP_MAX_BODY_BYTES", default=4 * 1024 * 1024)
-OTLP_MAX_SPANS = env.int("OTLP_MAX_SPANS", default=2048)
+# Ingest (POST /otlp/v1/traces): a bigger body (after decompression too) or more GenAI spans
+# per request is a 413, which exporters do not retry: the limits sit above what they send
+# by default (SDKs 512 spans a batch, with message content; the Collector's batch processor
+# 8192 spans of every kind). Export is configured by the standard OTEL_EXPORTER_OTLP_*
+# variables alone (docs/observability.md).
+OTLP_MAX_BODY_BYTES = env.int("OTLP_MAX_BODY_BYTES", default=16 * 1024 * 1024)
+OTLP_MAX_SPANS = env.int("OTLP_MAX_SPANS", default=8192)
 
 # --- Review queue ----------------------------------------------------------------------
 # Auto-merge: a strategy whose replay passed and whose confidence is at least the minimum

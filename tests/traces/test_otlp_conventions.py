@@ -5,6 +5,7 @@ become external traces with classified steps, like spans written to today's conv
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -146,20 +147,32 @@ def test_an_openinference_agent_run_is_an_external_trace_with_classified_steps(
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("served", [False, True])
 def test_an_openinference_chain_is_the_run_only_at_the_root(
-    tracing: Any, ops_user: Any, error_rules: None
+    tracing: Any, ops_user: Any, error_rules: None, served: bool
 ) -> None:
     """LangChain's shape: the AgentExecutor chain is the run, a chain inside it is no step;
-    its JSON input names the user's text."""
+    its JSON input names the user's text. ``served``: the agent runs inside an
+    instrumented web app, its chain under the HTTP server's span; the chain is still the
+    run (before, it was dropped, and the run never ended)."""
     tracer, memory = tracing
-    with tracer.start_as_current_span(
-        "AgentExecutor",
-        attributes={
-            "openinference.span.kind": "CHAIN",
-            "input.value": json.dumps({"input": "refund order 7"}),
-            "input.mime_type": "application/json",
-        },
-    ) as run:
+    with (
+        (
+            tracer.start_as_current_span(
+                "POST /chat", kind=SpanKind.SERVER, attributes={"http.request.method": "POST"}
+            )
+            if served
+            else contextlib.nullcontext()
+        ),
+        tracer.start_as_current_span(
+            "AgentExecutor",
+            attributes={
+                "openinference.span.kind": "CHAIN",
+                "input.value": json.dumps({"input": "refund order 7"}),
+                "input.mime_type": "application/json",
+            },
+        ) as run,
+    ):
         with (
             tracer.start_as_current_span(
                 "RunnableSequence", attributes={"openinference.span.kind": "CHAIN"}
@@ -182,12 +195,14 @@ def test_an_openinference_chain_is_the_run_only_at_the_root(
             pass
     trace_id = _trace_id(run)
 
-    assert _post(ops_user, memory) == {"rejected": 1}  # the inner chain
+    # The inner chain (and the HTTP server's span) are no GenAI spans.
+    assert _post(ops_user, memory) == {"rejected": 2 if served else 1}
 
     trace = Trace.objects.get(pk=trace_id)
     assert trace.query == "refund order 7"
     assert trace.agent.name == "conventions-app"  # no agent name: the service's
     assert trace.status == Trace.Status.FINISHED
+    assert trace.finished_at is not None  # the run span arrived: the run has ended
     assert [(s.phase, s.tool_name, s.response_summary) for s in _steps(trace_id)] == [
         ("reasoning", "", ""),
         ("action", "refund", "refunded"),
@@ -731,3 +746,30 @@ def test_a_pydantic_ai_run_gives_its_answer_and_its_tool_calls(
         {"order_id": 3},
         "shipping Monday",
     )
+
+
+def test_a_chain_whose_parent_is_not_in_the_request_is_not_taken_for_the_run() -> None:
+    """Its parent may be a framework's span exported later; and a cycle of parent ids (a
+    hostile exporter's) ends the walk."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    from traces.otlp import otlp_spans_from_protobuf
+
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    chain = KeyValue(key="openinference.span.kind", value=AnyValue(string_value="CHAIN"))
+    trace_id = bytes(range(16))
+    for span_id, parent, kind in [
+        (b"chain--1", b"elsewher", [chain]),  # its parent not sent
+        (b"chain--2", b"loop---a", [chain]),  # above it: a, b, a, …
+        (b"loop---a", b"loop---b", []),
+        (b"loop---b", b"loop---a", []),
+    ]:
+        spans.add(trace_id=trace_id, span_id=span_id, parent_span_id=parent).attributes.extend(kind)
+
+    read = otlp_spans_from_protobuf(request.SerializeToString())
+
+    assert [span.operation for span in read] == ["", "", "", ""]

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 from django.test import Client
+from google.rpc.status_pb2 import Status as RpcStatus
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -252,6 +254,15 @@ def test_unauthenticated_and_unauthorised_requests_are_refused(
     )
     assert support.status_code == 403
     assert not Trace.objects.exists()
+    # OTLP Status messages (code UNAUTHENTICATED / PERMISSION_DENIED), the challenge kept.
+    assert (anonymous.json()["code"], support.json()["code"]) == (16, 7)
+    assert "ingest_traces" in support.json()["message"]
+    assert anonymous.has_header("WWW-Authenticate")
+    # (a body: the test client sends no Content-Type with an empty one)
+    protobuf = client.post("/otlp/v1/traces", data=b"\n\x00", content_type="application/x-protobuf")
+    error = RpcStatus()
+    error.ParseFromString(protobuf.content)
+    assert (protobuf.status_code, error.code) == (401, 16)
 
 
 @pytest.mark.django_db
@@ -285,7 +296,14 @@ def test_malformed_bodies_are_4xx_and_store_nothing(
         HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
     )
     assert response.status_code == status
-    assert "detail" in response.json()
+    if content_type == "application/x-protobuf":  # the error in the request's encoding
+        error = RpcStatus()
+        error.ParseFromString(response.content)
+        assert response["Content-Type"] == "application/x-protobuf"
+        assert (error.code, "not an export request" in error.message) == (3, True)
+    else:
+        assert set(response.json()) == {"code", "message"}  # google.rpc.Status in JSON
+        assert response.json()["message"]
     assert not Trace.objects.exists()
 
 
@@ -312,3 +330,81 @@ def test_an_oversized_body_is_413(
     )
     assert response.status_code == 413
     assert not Trace.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_span_limit_counts_the_genai_spans_only(
+    ops_user: Any, client: Client, settings: Any, error_rules: None
+) -> None:
+    """A Collector's batch carries every span of the app; only those stored count."""
+    settings.OTLP_MAX_SPANS = 2  # the request: 2 GenAI spans and an HTTP one
+    body = json.dumps(_json_request(uuid.uuid4().hex))
+    auth = f"Token {_token(ops_user)}"
+    response = client.post(
+        "/otlp/v1/traces", data=body, content_type="application/json", HTTP_AUTHORIZATION=auth
+    )
+    assert response.status_code == 200
+    settings.OTLP_MAX_SPANS = 1
+    response = client.post(
+        "/otlp/v1/traces", data=body, content_type="application/json", HTTP_AUTHORIZATION=auth
+    )
+    assert response.status_code == 413
+    assert "At most 1 GenAI spans per request (2 sent)" in response.json()["message"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("shape", ["null parent", "proto field names"])
+def test_json_that_protobufs_parser_accepts_is_stored(
+    ops_user: Any, client: Client, error_rules: None, shape: str
+) -> None:
+    trace_hex = uuid.uuid4().hex
+    document = _json_request(trace_hex)
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    if shape == "null parent":
+        spans[0]["parentSpanId"] = None
+    else:
+        for span in spans:
+            for camel, snake in (
+                ("traceId", "trace_id"),
+                ("spanId", "span_id"),
+                ("parentSpanId", "parent_span_id"),
+            ):
+                if camel in span:
+                    span[snake] = span.pop(camel)
+        document = {"resource_spans": [{"scope_spans": [{"spans": spans}]}]}
+    response = client.post(
+        "/otlp/v1/traces",
+        data=json.dumps(document),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
+    )
+    assert response.status_code == 200, response.content
+    trace = Trace.objects.get(pk=uuid.UUID(hex=trace_hex))
+    assert (trace.error_type, trace.steps.get().tool_name) == ("TIMEOUT", "search")
+
+
+@pytest.mark.django_db
+def test_a_request_that_lost_to_a_concurrent_one_is_a_503_to_retry(
+    ops_user: Any, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadlock between two requests writing the same traces: the exporter retries a
+    503 (with Retry-After), not a 500."""
+    import psycopg
+
+    from traces.api import otlp as view
+
+    def deadlocked(*args: Any, **kwargs: Any) -> None:
+        try:
+            raise psycopg.errors.DeadlockDetected("deadlock detected")
+        except psycopg.errors.DeadlockDetected as exc:
+            raise OperationalError("deadlock detected") from exc
+
+    monkeypatch.setattr(view, "otlp_spans_ingest", deadlocked)
+    response = client.post(
+        "/otlp/v1/traces",
+        data=json.dumps(_json_request(uuid.uuid4().hex)),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
+    )
+    assert (response.status_code, response["Retry-After"]) == (503, "1")
+    assert response.json()["code"] == 14  # UNAVAILABLE

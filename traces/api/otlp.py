@@ -3,14 +3,17 @@
 A standard exporter works with ``OTEL_EXPORTER_OTLP_ENDPOINT=http://<host>/otlp`` and
 ``OTEL_EXPORTER_OTLP_HEADERS=Authorization=Token <key>``. Bad input is a 4xx and stores
 nothing; a good request answers with an ExportTraceServiceResponse in its own encoding,
-whose partial_success counts the spans that were not GenAI spans.
+whose partial_success counts the spans that were not GenAI spans. An error answers with a
+``google.rpc.Status`` in the request's encoding, as the OTLP/HTTP specification asks.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.conf import settings
+from django.db import OperationalError
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions
@@ -39,9 +42,36 @@ class CanIngestTraces(permissions.BasePermission):
         return bool(request.user.has_perm(INGEST_TRACES))
 
 
-def _error(status: int, message: str) -> HttpResponse:
+# HTTP status -> the google.rpc.Code of the Status message OTLP/HTTP answers errors with.
+_RPC_CODES = {
+    400: 3,  # INVALID_ARGUMENT
+    401: 16,  # UNAUTHENTICATED
+    403: 7,  # PERMISSION_DENIED
+    413: 8,  # RESOURCE_EXHAUSTED
+    415: 3,
+    429: 8,
+    503: 14,  # UNAVAILABLE
+}
+# SQLSTATEs of a transaction that lost to a concurrent one (two export requests writing the
+# same traces): worth the exporter's retry, which it makes on a 503, not on a 500.
+_RETRYABLE_SQLSTATES = frozenset({"40P01", "40001", "55P03"})  # deadlock, serialization, lock
+
+
+def _media_type(request: Any) -> str:
+    return (request.content_type or "").split(";")[0].strip().lower()
+
+
+def _error(status: int, message: str, media_type: str = JSON) -> HttpResponse:
+    """An OTLP/HTTP error: a google.rpc.Status in the request's own encoding (protobuf, else
+    JSON), which exporters decode and log."""
+    code = _RPC_CODES.get(status, 13)  # INTERNAL
+    if media_type == PROTOBUF:
+        from google.rpc.status_pb2 import Status
+
+        body = Status(code=code, message=message).SerializeToString()
+        return HttpResponse(body, status=status, content_type=PROTOBUF)
     return HttpResponse(
-        json.dumps({"detail": message}), status=status, content_type="application/json"
+        json.dumps({"code": code, "message": message}), status=status, content_type=JSON
     )
 
 
@@ -68,21 +98,33 @@ def _success(result: IngestResult, media_type: str) -> HttpResponse:
 class OtlpTracesView(APIView):
     permission_classes = [permissions.IsAuthenticated, CanIngestTraces]
 
+    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
+        """DRF's refusals (401, 403, …) as OTLP Status messages, their headers kept (an
+        HttpResponse: DRF passes it on as it does the view's own)."""
+        response = super().handle_exception(exc)
+        data = response.data
+        detail = data.get("detail", data) if isinstance(data, dict) else data
+        error = _error(response.status_code, str(detail), _media_type(self.request))
+        for header in ("WWW-Authenticate", "Retry-After"):
+            if header in response:
+                error[header] = response[header]
+        return error
+
     @extend_schema(exclude=True)  # OTLP's own protocol, documented in docs/observability.md
     def post(self, request: Request) -> HttpResponse:
-        media_type = (request.content_type or "").split(";")[0].strip().lower()
+        media_type = _media_type(request)
         if media_type not in (PROTOBUF, JSON):
             return _error(415, f"Content-Type must be {PROTOBUF} or {JSON}.")
         limit = settings.OTLP_MAX_BODY_BYTES
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
-            return _error(400, "Content-Length is not a number.")
+            return _error(400, "Content-Length is not a number.", media_type)
         if length > limit:
-            return _error(413, f"The request body is larger than {limit} bytes.")
+            return _error(413, f"The request body is larger than {limit} bytes.", media_type)
         raw = request._request.read(limit + 1)
         if len(raw) > limit:
-            return _error(413, f"The request body is larger than {limit} bytes.")
+            return _error(413, f"The request body is larger than {limit} bytes.", media_type)
         try:
             body = otlp_body_decompress(
                 raw, request.META.get("HTTP_CONTENT_ENCODING", ""), max_bytes=limit
@@ -92,10 +134,30 @@ class OtlpTracesView(APIView):
             else:
                 spans = otlp_spans_from_json(body)
         except OtlpBodyTooLarge as exc:
-            return _error(413, str(exc))
+            return _error(413, str(exc), media_type)
         except OtlpRequestInvalid as exc:
-            return _error(400, str(exc))
-        if len(spans) > settings.OTLP_MAX_SPANS:
-            return _error(413, f"At most {settings.OTLP_MAX_SPANS} spans per request.")
-        result = otlp_spans_ingest(spans, user_id=request.user.pk)
+            return _error(400, str(exc), media_type)
+        # Only the spans that are stored count (a Collector's batch carries every span of
+        # the app: HTTP, database, …); the body limit bounds the rest.
+        genai = sum(1 for span in spans if span.operation)
+        if genai > settings.OTLP_MAX_SPANS:
+            return _error(
+                413,
+                f"At most {settings.OTLP_MAX_SPANS} GenAI spans per request ({genai} sent); "
+                "send smaller batches (the Collector's batch processor: send_batch_max_size).",
+                media_type,
+            )
+        try:
+            result = otlp_spans_ingest(spans, user_id=request.user.pk)
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) not in _RETRYABLE_SQLSTATES:
+                raise
+            error = _error(
+                503,
+                "A concurrent request was writing the same traces; nothing was stored. "
+                "Send the request again.",
+                media_type,
+            )
+            error["Retry-After"] = "1"
+            return error
         return _success(result, media_type)
