@@ -97,6 +97,13 @@ class Strategy(models.Model):
         return f"S{self.pk}"
 
     @property
+    def model_backend(self) -> str:
+        """The LLM backend that proposed it (origin ``llm:<backend>``); "" when an analyzer
+        or a person did."""
+        kind, _, backend = self.origin.partition(":")
+        return (backend or "unknown") if kind == "llm" else ""
+
+    @property
     def success_rate(self) -> float | None:
         return self.successes / self.applications if self.applications else None
 

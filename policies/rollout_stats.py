@@ -105,6 +105,30 @@ def two_proportion_z(*, x1: int, n1: int, x2: int, n2: int) -> float:
     return (x1 / n1 - x2 / n2) / se
 
 
+def normal_quantile(p: float) -> float:
+    """The z with ``normal_cdf(z) == p`` (bisection: exact to 1e-9, no SciPy needed)."""
+    low, high = -10.0, 10.0
+    for _ in range(80):
+        middle = (low + high) / 2
+        if normal_cdf(middle) < p:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def rate_difference_interval(
+    *, x1: int, n1: int, x2: int, n2: int, alpha: float
+) -> tuple[float, float, float] | None:
+    """p1 - p2 and its two-sided (1 - alpha) Wald interval; None while an arm has no run.
+    What a guarded-rollout tile draws: the canary's difference from stable, and how sure."""
+    if not n1 or not n2:
+        return None
+    p1, p2 = x1 / n1, x2 / n2
+    half = normal_quantile(1 - alpha / 2) * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+    return p1 - p2, p1 - p2 - half, p1 - p2 + half
+
+
 @dataclass(frozen=True)
 class RolloutRules:
     alpha: float = 0.05

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.db.models import Aggregate, Count, FloatField, Prefetch, Q, QuerySet
@@ -23,7 +24,13 @@ from policies.models import (
     Strategy,
     StrategyConfidenceEvent,
 )
-from policies.rollout_stats import percentile, rollout_routes_canary, routing_key
+from policies.rollout_stats import (
+    percentile,
+    rate_difference_interval,
+    rollout_routes_canary,
+    routing_key,
+    rules_from,
+)
 from traces.models import Trace
 from traces.selectors import traces_visible_to
 
@@ -241,6 +248,61 @@ def strategy_versions(*, strategy: Strategy, limit: int = 50) -> list[PolicyVers
     )
 
 
+def _guarded_metrics(
+    buckets: list[datetime],
+    cells: dict[tuple[datetime, str], dict[str, Any]],
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """The canary's difference from stable per guarded metric, as a guarded rollout shows
+    it: error and success rates over every run since the start (so the interval narrows as
+    runs come in), with their (1 - alpha) interval; p95 latency per bucket. Each with the
+    line the evaluator acts on: an error rate significantly above 0 rolls back; a p95 the
+    latency budget above stable's rolls back."""
+    rules = rules_from(settings)
+    totals = {arm: {"n": 0, "errors": 0, "successes": 0} for arm in labels}
+    rates: dict[str, dict[str, list[float | None]]] = {
+        name: {"diff": [], "low": [], "high": []} for name in ("error_rate", "success_rate")
+    }
+    p95: list[float | None] = []
+    for at in buckets:
+        for arm, label in labels.items():
+            cell = cells.get((at, label)) or {}
+            for counter, counts in totals[arm].items():
+                totals[arm][counter] = counts + cell.get(counter, 0)
+        canary, stable = totals["canary"], totals["stable"]
+        for name, counter in (("error_rate", "errors"), ("success_rate", "successes")):
+            interval = rate_difference_interval(
+                x1=canary[counter],
+                n1=canary["n"],
+                x2=stable[counter],
+                n2=stable["n"],
+                alpha=rules.alpha,
+            )
+            for key, value in zip(("diff", "low", "high"), interval or (None,) * 3, strict=True):
+                rates[name][key].append(None if value is None else round(value, 4))
+        canary_p95 = (cells.get((at, labels["canary"])) or {}).get("p95")
+        stable_p95 = (cells.get((at, labels["stable"])) or {}).get("p95")
+        p95.append(
+            None if canary_p95 is None or stable_p95 is None else round(canary_p95 - stable_p95, 1)
+        )
+    return {
+        "alpha": rules.alpha,
+        "n": {arm: totals[arm]["n"] for arm in labels},
+        "error_rate": {**rates["error_rate"], "threshold": 0.0},
+        "success_rate": {**rates["success_rate"], "threshold": 0.0},
+        "p95_ms": {"diff": p95, "threshold": rules.latency_budget_ms},
+    }
+
+
+def strategy_rollouts(*, strategy: Strategy, limit: int = 20) -> list[Rollout]:
+    """The canary rollouts that took ``strategy`` out, newest first."""
+    return list(
+        Rollout.objects.filter(strategy=strategy)
+        .select_related("version")
+        .order_by("-created_at")[:limit]
+    )
+
+
 def strategy_approvals_by_error_type(*, error_types: list[str]) -> dict[str, list[datetime]]:
     """When strategies for each error type were approved: the creation of the version each
     one introduced (a reviewer's approval and an auto-merge both publish one)."""
@@ -358,6 +420,7 @@ def rollout_series(*, rollout: Rollout) -> dict[str, Any]:
         "buckets": [at.isoformat() for at in buckets],
         "canary": {"label": labels["canary"], **arm(labels["canary"])},
         "stable": {"label": labels["stable"] or "no policy", **arm(labels["stable"])},
+        "guard": _guarded_metrics(buckets, cells, labels),
         "decisions": [
             {"at": d.at.isoformat(), "action": d.action, "to_percent": d.to_percent}
             for d in rollout.decisions.order_by("at", "id")

@@ -51,6 +51,7 @@ from policies.selectors import (
     rollouts_page,
     strategies_by_id,
     strategy_confidence_history,
+    strategy_rollouts,
     strategy_source_traces,
     strategy_versions,
     user_can_manage_rollouts,
@@ -214,6 +215,7 @@ def strategy_detail(request: HttpRequest, strategy_id: int) -> HttpResponse:
             },
             "traces": strategy_source_traces(strategy=strategy, user=request.user),
             "versions": strategy_versions(strategy=strategy),
+            "rollouts": strategy_rollouts(strategy=strategy),
         },
     )
 
@@ -336,10 +338,11 @@ def rollout_list(request: HttpRequest) -> HttpResponse:
 @_policies_viewer
 def rollout_detail(request: HttpRequest, rollout_id: int) -> HttpResponse:
     rollout = _rollout_or_404(rollout_id)
+    rules = rollout_rules()
     window = verdict = None
     if rollout.is_open:
         window = rollout_window(rollout)
-        verdict = rollout_judge(canary=window.canary, stable=window.stable, rules=rollout_rules())
+        verdict = rollout_judge(canary=window.canary, stable=window.stable, rules=rules)
     return render(
         request,
         "policies/rollout.html",
@@ -347,11 +350,22 @@ def rollout_detail(request: HttpRequest, rollout_id: int) -> HttpResponse:
             "rollout": rollout,
             "window": window,
             "verdict": verdict,
+            "guard_metrics": GUARDED_METRICS,
+            "guard_level": round((1 - rules.alpha) * 100),
+            "latency_budget": f"{rules.latency_budget_ms:g}",
             "next_percent": schedule_next(rollout.schedule, rollout.percent),
             "decisions": rollout_decisions(rollout=rollout),
             "can_manage": rollout.is_open and user_can_manage_rollouts(request.user),
         },
     )
+
+
+# The guarded rollout's tiles (the series' "guard" entries), as the page titles them.
+GUARDED_METRICS = (
+    ("error_rate", "Error rate"),
+    ("success_rate", "Success rate"),
+    ("p95_ms", "p95 latency (ms)"),
+)
 
 
 @_policies_viewer

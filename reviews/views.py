@@ -17,7 +17,12 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from policies.branches import branch_fields
-from policies.selectors import strategy_confidence_history, strategy_source_traces
+from policies.selectors import (
+    strategy_confidence_history,
+    strategy_rollouts,
+    strategy_source_traces,
+    strategy_versions,
+)
 from reviews.forms import (
     ReviewAssignForm,
     ReviewDecisionForm,
@@ -128,6 +133,9 @@ def _item_context(
             similar=review_item_similar_strategies(strategy=strategy),
             evidence=strategy_source_traces(strategy=strategy, user=request.user),
             editable=proposed,
+            # What came of it after the decision: the versions and canaries that carried it.
+            versions=strategy_versions(strategy=strategy, limit=10),
+            rollouts=strategy_rollouts(strategy=strategy),
         )
     if item.trace is not None:
         context["thumbs_down"] = review_item_thumbs_down(trace=item.trace)

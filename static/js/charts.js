@@ -103,6 +103,47 @@
       };
     },
 
+    guard: function (canvas, data) {
+      // A guarded metric (data-metric): the canary's difference from stable, its interval
+      // (rates: over every run since the start) and the line the evaluator acts on.
+      var guard = data.guard[canvas.dataset.metric];
+      if (!guard.diff.some(function (v) { return v !== null; })) return null;
+      var labels = data.buckets.map(function (b) {
+        return data.bucket === "minute" ? b.slice(11, 16) : bucketLabel(b, data.bucket);
+      });
+      var datasets = [];
+      if (guard.high) {
+        // The band between the bounds; each bound also marked per bucket (a dash), so that
+        // a rollout with one bucket so far still shows its interval.
+        var band = "rgba(36, 87, 197, 0.15)", edge = "rgba(36, 87, 197, 0.6)";
+        var level = Math.round((1 - data.guard.alpha) * 100) + "% interval";
+        datasets.push({ label: level, data: guard.high, borderColor: edge, backgroundColor: edge,
+                        pointStyle: "line", pointRadius: 8, borderWidth: 1, spanGaps: true,
+                        fill: false });
+        datasets.push({ label: level + " (low)", data: guard.low, borderColor: edge,
+                        backgroundColor: band, pointStyle: "line", pointRadius: 8, borderWidth: 1,
+                        spanGaps: true, fill: "-1" });
+      }
+      datasets.push({ label: "canary − stable", data: guard.diff, borderColor: color(1),
+                      backgroundColor: color(1), spanGaps: true, tension: 0.2 });
+      datasets.push({ label: guard.threshold ? "rollback line (" + guard.threshold + ")" : "no difference",
+                      data: labels.map(function () { return guard.threshold; }),
+                      borderColor: color(0), backgroundColor: color(0), borderDash: [6, 4],
+                      // a line needs two buckets; with one, a dash marks the level
+                      pointStyle: "line", pointRadius: labels.length > 1 ? 0 : 10 });
+      return {
+        type: "line",
+        data: { labels: labels, datasets: datasets },
+        options: {
+          interaction: { mode: "index", intersect: false },
+          // One legend entry for the band, not one per bound.
+          plugins: { legend: { labels: { filter: function (item) {
+            return item.text.slice(-6) !== " (low)";
+          } } } },
+        },
+      };
+    },
+
     breakdown: function (canvas, data, type) {
       if (!data.items.length) return null;
       return {

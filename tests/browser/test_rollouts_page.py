@@ -61,6 +61,26 @@ print(json.dumps({{
 """
 
 
+# Finished customer runs on both arms: 1 of 4 canary runs failed, none of 6 stable ones.
+RUNS = """
+import json
+from agents.models import Agent
+from policies.models import Rollout
+from traces.models import Trace
+rollout = Rollout.objects.select_related("version", "stable").get(pk={pk})
+agent = Agent.objects.order_by("pk").first()
+stable = rollout.stable.label if rollout.stable else ""
+rows = [(rollout.version.label, i == 0) for i in range(4)] + [(stable, False)] * 6
+Trace.objects.bulk_create([
+    Trace(agent=agent, query="q", query_hash="q", policy_version=label, origin="customer",
+          status="failed" if failed else "finished", error_type="TIMEOUT" if failed else "",
+          total_latency_ms=120)
+    for label, failed in rows
+])
+print(json.dumps({{"runs": len(rows)}}))
+"""
+
+
 def _shell(served: ServedApp, code: str) -> dict[str, Any]:
     lines = served.manage("shell", "-c", code).strip().splitlines()
     return json.loads(lines[-1])
@@ -83,6 +103,16 @@ def test_ops_roll_a_canary_back_and_the_audit_row_names_them(
     assert page.inner_text("#rollout-state") == "Running"
     assert "start" in page.inner_text("#decisions").lower()
     page.wait_for_function("document.querySelector('#rollout-errors').dataset.ready !== undefined")
+
+    # with runs on both arms, each guarded-metric tile draws the canary's difference
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    assert _shell(served, RUNS.format(pk=pk)) == {"runs": 10}
+    page.reload()
+    for metric in ("error_rate", "success_rate", "p95_ms"):
+        # drawn ("1"), not "no run yet" nor "could not load"
+        page.wait_for_selector(f"#guard-{metric}[data-ready='1']", state="visible")
+    assert errors == []
     screenshot(page, "rollout_detail")
 
     # when ops roll it back, confirming on the second screen with a note

@@ -54,6 +54,18 @@ def test_list_and_detail_show_state_numbers_and_history(
     assert series["canary"]["n"] == [6] and series["stable"]["n"] == [10]
     assert series["canary"]["error_rate"] == [0.3333]
     assert [d["action"] for d in series["decisions"]] == ["start", "hold"]
+    # The guarded-metric tiles: the canary's difference from stable, its 95% interval over
+    # every run so far, and the evaluator's lines (0 for the rates, the latency budget).
+    assert page.count('data-chart="guard"') == 3
+    guard = series["guard"]
+    assert guard["n"] == {"canary": 6, "stable": 10}
+    assert guard["error_rate"]["diff"] == [0.2333]  # 2/6 - 1/10
+    # 1.96 x sqrt((1/3)(2/3)/6 + 0.1 x 0.9/10) = 0.4205 each side
+    low, high = guard["error_rate"]["low"][0], guard["error_rate"]["high"][0]
+    assert (low, high) == pytest.approx((-0.1872, 0.6539), abs=1e-4)
+    assert guard["success_rate"]["diff"] == [-0.2333]
+    assert guard["p95_ms"]["diff"] == [0.0]  # every run took 100 ms
+    assert (guard["error_rate"]["threshold"], guard["p95_ms"]["threshold"]) == (0.0, 100.0)
 
 
 def test_a_control_asks_for_confirmation_then_acts_and_is_audited(
@@ -92,3 +104,26 @@ def test_support_cannot_move_and_an_ended_rollout_offers_no_controls(
     page = client.get(f"/policies/rollouts/{rollout.pk}/").content.decode()
     assert "Rolled Back" in page or "rolled back" in page.lower()
     assert 'id="controls"' not in page
+
+
+def test_the_rollout_links_the_runs_behind_it_and_its_strategy_lists_it(
+    rollout: Rollout, ops_user: Any, support_agent: Any
+) -> None:
+    import re
+
+    from traces.models import Trace
+
+    runs(support_agent, rollout.version.label, ok=2, failed=1)
+    runs(support_agent, "v999", ok=1)  # another version's run
+    client = _client(ops_user)
+    page = client.get(f"/policies/rollouts/{rollout.pk}/").content.decode()
+    canary = re.search(r'id="rollout-runs"><a href="([^"]+)"', page)
+    assert canary is not None
+    listing = client.get(canary.group(1).replace("&amp;", "&")).content.decode()
+    for trace in Trace.objects.all():
+        shown = f"/traces/{trace.pk}/" in listing
+        assert shown == (trace.policy_version == rollout.version.label), trace.policy_version
+
+    strategy = client.get(f"/policies/strategies/{rollout.strategy_id}/").content.decode()
+    rollouts = strategy[strategy.index('id="rollouts"') :]
+    assert f'href="/policies/rollouts/{rollout.pk}/"' in rollouts and "Running" in rollouts

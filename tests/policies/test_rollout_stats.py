@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,7 +12,9 @@ from policies.rollout_stats import (
     ArmStats,
     RolloutRules,
     normal_cdf,
+    normal_quantile,
     percentile,
+    rate_difference_interval,
     rollout_bucket,
     rollout_judge,
     rollout_routes_canary,
@@ -128,3 +131,24 @@ def test_promotion_needs_a_20_percent_relative_improvement_even_when_significant
     assert rollout_judge(canary=better_by_30, stable=stable, rules=rules).action == "promote"
     slower = ArmStats(n=50_000, errors=7_000, p95_ms=200)
     assert rollout_judge(canary=slower, stable=stable, rules=rules).action == "rollback"
+
+
+@pytest.mark.parametrize(("p", "z"), [(0.975, 1.959964), (0.95, 1.644854), (0.5, 0.0)])
+def test_the_normal_quantile_inverts_the_cdf(p: float, z: float) -> None:
+    assert normal_quantile(p) == pytest.approx(z, abs=1e-6)
+    assert normal_cdf(normal_quantile(p)) == pytest.approx(p, abs=1e-9)
+
+
+@given(st.integers(0, 500), st.integers(1, 500), st.integers(0, 500), st.integers(1, 500))
+@settings(max_examples=200, deadline=None)
+def test_the_rate_difference_interval_holds_the_difference_and_narrows_with_runs(
+    x1: int, n1: int, x2: int, n2: int
+) -> None:
+    x1, x2 = min(x1, n1), min(x2, n2)
+    result = rate_difference_interval(x1=x1, n1=n1, x2=x2, n2=n2, alpha=0.05)
+    assert result is not None
+    diff, low, high = result
+    assert low <= diff <= high and diff == pytest.approx(x1 / n1 - x2 / n2)
+    tenfold = rate_difference_interval(x1=10 * x1, n1=10 * n1, x2=10 * x2, n2=10 * n2, alpha=0.05)
+    assert tenfold is not None and tenfold[2] - tenfold[1] <= high - low + 1e-12
+    assert rate_difference_interval(x1=0, n1=0, x2=x2, n2=n2, alpha=0.05) is None

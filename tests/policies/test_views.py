@@ -302,3 +302,25 @@ def test_the_diff_offers_the_newest_version_against_its_predecessor(
     assert '<select name="a"><option value="2">v2</option><option value="1" selected>' in page
     assert '<select name="b"><option value="2" selected>' in page
     assert "Pick two versions above" in page
+
+
+@pytest.mark.parametrize(
+    ("origin", "badges"),
+    [
+        ("llm:simulated", ["model-proposed", "simulated"]),
+        ("llm:openai", ["model-proposed"]),
+        ("analyzer:type_mismatch", []),
+    ],
+)
+def test_a_strategy_a_model_wrote_says_so_and_the_simulated_model_is_named(
+    make_strategy: Any, ops_user: Any, origin: str, badges: list[str]
+) -> None:
+    """Its origin is ``llm:<backend>``: before, the page compared it with "llm" and never
+    showed the model-proposed badge, nor that the simulated model wrote it."""
+    strategy = make_strategy(origin=origin)
+
+    page = _client(ops_user).get(f"/policies/strategies/{strategy.pk}/").content.decode()
+
+    origin_cell = page[page.index("<dt>Origin</dt>") :].split("</dd>", 1)[0]
+    shown = re.findall(r'<span class="badge sim"[^>]*>([^<]+)</span>', origin_cell)
+    assert shown == badges

@@ -614,3 +614,40 @@ def test_the_item_page_query_count_does_not_grow_with_its_evidence(
             assert client.get(f"/reviews/{proposal.pk}/").status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+def test_an_approved_item_shows_the_canary_that_took_its_strategy_out(
+    client: Client, proposal: ReviewItem, ops_user: Any, settings: Any
+) -> None:
+    """The loop past the decision: the version it went into and the rollout serving it."""
+    settings.POLICY_PUBLISH = "canary"
+    review_item_approve(item_id=proposal.pk, user=ops_user, note="fine")
+    version = PolicyVersion.objects.get(rollout__isnull=False)
+    client.force_login(ops_user)
+
+    page = client.get(f"/reviews/{proposal.pk}/").content.decode()
+
+    after = page[page.index('id="after-approval"') :]
+    assert f'href="/policies/versions/{version.number}/">v{version.number}</a>' in after
+    assert f'href="/policies/rollouts/{version.rollout.pk}/"' in after and "Running" in after
+
+
+def test_a_thumbs_down_on_a_simulated_answer_says_the_simulated_model_wrote_it(
+    client: Client, support_agent: Any, support_user: Any, ops_user: Any
+) -> None:
+    run = Trace.objects.create(
+        agent=support_agent,
+        query="Where is #W1?",
+        status="finished",
+        final_answer="Lost.",
+        llm_backend="simulated",
+    )
+    feedback_submit(trace_id=str(run.pk), user=support_user, rating="down")
+    client.force_login(ops_user)
+
+    item = client.get(f"/reviews/{ReviewItem.objects.get().pk}/").content.decode()
+    queue = client.get("/reviews/").content.decode()
+
+    for page in (item, queue):
+        answer = page[page.index("<dt>Answer</dt>") :].split("</dd>", 1)[0]
+        assert "Lost." in answer and ">simulated</span>" in answer
