@@ -232,6 +232,7 @@ def _kpis_from_sums(sums: Mapping[str, Any]) -> dict[str, float | None]:
     return {
         "runs": float(runs),
         "success_rate": _ratio(sums["successes"], runs, 100),
+        "error_rate": _ratio(sums["errors"], runs, 100),
         "first_response_success_rate": _ratio(sums["first_response_successes"], runs, 100),
         "mean_action_steps": _ratio(sums["action_steps"], runs),
         "mean_resolution_s": _ratio(sums["resolution_ms_sum"], runs, 0.001),
@@ -244,6 +245,7 @@ def _kpis_from_sums(sums: Mapping[str, Any]) -> dict[str, float | None]:
 KPI_LABELS: tuple[tuple[str, str, str, bool], ...] = (
     ("runs", "Runs", "", True),
     ("success_rate", "Success rate", "%", True),
+    ("error_rate", "Error rate", "%", False),
     ("first_response_success_rate", "First-response success", "%", True),
     ("mean_action_steps", "Mean action steps per query", "", False),
     ("mean_resolution_s", "Mean resolution time", "s", False),
@@ -260,13 +262,19 @@ def kpis_for_window(*, window: Window, filters: RollupFilters) -> list[Kpi]:
     for name in _RUN_SUMS:
         aggregates[f"cur_{name}"] = Sum(name, filter=_in(window))
         aggregates[f"prev_{name}"] = Sum(name, filter=_in(previous))
+    # Runs that ended with an error type: the rollout evaluator's error (a failed run, or a
+    # handover after a failure); the run rollups keep the run's own error type.
+    with_error = ~Q(error_type="")
+    aggregates["cur_errors"] = Sum("runs", filter=_in(window) & with_error)
+    aggregates["prev_errors"] = Sum("runs", filter=_in(previous) & with_error)
     sums = (
         _run_rows(window)
         .filter(filters.run_q(), period_start__gte=previous.start, period_start__lt=window.end)
         .aggregate(**aggregates)
     )
-    current = _kpis_from_sums({name: sums[f"cur_{name}"] for name in _RUN_SUMS})
-    before = _kpis_from_sums({name: sums[f"prev_{name}"] for name in _RUN_SUMS})
+    names = (*_RUN_SUMS, "errors")
+    current = _kpis_from_sums({name: sums[f"cur_{name}"] for name in names})
+    before = _kpis_from_sums({name: sums[f"prev_{name}"] for name in names})
     return [
         Kpi(
             key=key,

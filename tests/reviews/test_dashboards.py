@@ -84,9 +84,12 @@ def test_support_agents_are_refused_and_ops_let_in(
 
 def test_each_kpi_is_compared_with_the_window_before(ops_client: Client) -> None:
     now = hour_of(timezone.now())
+    # Of the 10 runs in the window, 2 ended with an error type; of the 4 before, 1.
+    run_row(now - timedelta(hours=2), error_type="TIMEOUT", runs=2)
+    run_row(now - timedelta(days=8), error_type="TIMEOUT", runs=1)
     run_row(
         now - timedelta(hours=2),
-        runs=10,
+        runs=8,
         successes=8,
         first_response_successes=6,
         action_steps=25,
@@ -97,7 +100,7 @@ def test_each_kpi_is_compared_with_the_window_before(ops_client: Client) -> None
     )
     run_row(
         now - timedelta(days=8),
-        runs=4,
+        runs=3,
         successes=2,
         first_response_successes=1,
         action_steps=16,
@@ -114,6 +117,7 @@ def test_each_kpi_is_compared_with_the_window_before(ops_client: Client) -> None
     assert got == {
         "runs": (10, 4, "better"),
         "success_rate": (80, 50, "better"),
+        "error_rate": (20, 25, "better"),
         "first_response_success_rate": (60, 25, "better"),
         "mean_action_steps": (2.5, 4, "better"),
         "mean_resolution_s": (4, 10, "better"),
