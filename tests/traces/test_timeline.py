@@ -15,7 +15,7 @@ from tests.agents.runtime_helpers import answer, reason, reflect, run_query
 from tests.agents.test_runtime import agent, module_tools  # noqa: F401  (fake LLM + echo tools)
 from tests.policies.conftest import make_strategy  # noqa: F401
 from tests.traces.timeline_helpers import recorded_run
-from traces.models import Step
+from traces.models import Step, Trace
 from traces.selectors import steps_group_by_round, strategy_ids_applied, trace_timeline
 from traces.services import trace_create
 
@@ -244,3 +244,18 @@ def test_detail_shows_lookups_rejections_and_other_phases_in_their_round(
     round_three = page[page.index('id="round-3"') :]
     assert "<h4>Retrieval</h4>" in round_three
     assert '{"query": "returns", "top_k": 3}' in round_three
+
+
+def test_a_support_agent_sees_which_strategies_fired_without_links_to_nowhere(
+    support_agent: Any, support_user: Any, client: Any
+) -> None:
+    """The strategies block is for those who read policies; a support agent's page names
+    the strategy, and links only what it shows."""
+    trace = recorded_run(support_agent, rounds=1, applied=[{"id": 9, "kind": "adapter"}])
+    Trace.objects.filter(pk=trace.pk).update(created_by=support_user)
+    client.force_login(support_user)
+
+    page = client.get(trace.get_absolute_url()).content.decode()
+
+    assert "strategies: S9 adapter" in page
+    assert 'href="#strategy-9"' not in page
