@@ -330,9 +330,22 @@ def _rollout_or_404(rollout_id: int) -> Rollout:
     )
 
 
+ROLLOUTS_SHOWN = 100
+
+
 @_policies_viewer
 def rollout_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "policies/rollouts.html", {"rollouts": rollouts_page()})
+    rollouts = rollouts_page(limit=ROLLOUTS_SHOWN + 1)
+    return render(
+        request,
+        "policies/rollouts.html",
+        {
+            "rollouts": rollouts[:ROLLOUTS_SHOWN],
+            "older": len(rollouts) > ROLLOUTS_SHOWN,
+            "shown": ROLLOUTS_SHOWN,
+        },
+    )
+
 
 
 @_policies_viewer

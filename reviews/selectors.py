@@ -37,8 +37,15 @@ class ReviewFilter:
     assigned: str = ""  # "me", "none", or "" (anyone)
 
 
-def review_items_list(*, filters: ReviewFilter, user: Any, limit: int = 100) -> list[ReviewItem]:
-    """Items matching ``filters``, oldest first while undecided, newest decision first after."""
+QUEUE_PAGE_SIZE = 100
+
+
+def review_items_list(
+    *, filters: ReviewFilter, user: Any, limit: int = QUEUE_PAGE_SIZE, after: int | None = None
+) -> tuple[list[ReviewItem], int | None]:
+    """Items matching ``filters``, oldest first while undecided, newest decision first after;
+    a page of ``limit`` from the one after item ``after`` (a keyset: no count, no offset),
+    and the id to pass as ``after`` for the next page (None on the last one)."""
     qs = ReviewItem.objects.select_related(
         "strategy", "locked_by", "trace", "assigned_to", "decided_by"
     ).prefetch_related(source_traces_prefetch(lookup="strategy__source_traces"))
@@ -52,7 +59,18 @@ def review_items_list(*, filters: ReviewFilter, user: Any, limit: int = 100) -> 
         qs = qs.filter(assigned_to=None)
     undecided = filters.status in (ReviewItem.Status.OPEN, ReviewItem.Status.NEEDS_EVIDENCE)
     order = ("created_at", "id") if undecided else ("-created_at", "-id")
-    return list(qs.order_by(*order)[:limit])
+    cursor = (
+        ReviewItem.objects.filter(pk=after).values_list("created_at", flat=True).first()
+        if after is not None
+        else None
+    )
+    if cursor is not None:
+        if undecided:
+            qs = qs.filter(Q(created_at__gt=cursor) | Q(created_at=cursor, id__gt=after))
+        else:
+            qs = qs.filter(Q(created_at__lt=cursor) | Q(created_at=cursor, id__lt=after))
+    rows = list(qs.order_by(*order)[: limit + 1])
+    return rows[:limit], (rows[limit - 1].pk if len(rows) > limit else None)
 
 
 def reviewers() -> QuerySet[Any]:

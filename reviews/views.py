@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -32,6 +33,7 @@ from reviews.forms import (
 )
 from reviews.models import ReviewItem
 from reviews.selectors import (
+    QUEUE_PAGE_SIZE,
     AuditFilter,
     ReviewFilter,
     audit_log_page,
@@ -83,11 +85,22 @@ def review_queue(request: HttpRequest) -> HttpResponse:
         reason=get.get("reason", "") if get.get("reason", "") in ReviewItem.Reason.values else "",
         assigned=get.get("assigned", "") if get.get("assigned", "") in ("me", "none") else "",
     )
+    after = get.get("after", "")
+    items, next_after = review_items_list(
+        filters=filters,
+        user=request.user,
+        after=int(after) if after.isdigit() and len(after) < 19 else None,
+    )
+    params = {"status": filters.status, "reason": filters.reason, "assigned": filters.assigned}
     return render(
         request,
         "reviews/queue.html",
         {
-            "items": review_items_list(filters=filters, user=request.user),
+            "items": items,
+            "paged": bool(after),
+            "first_page": urlencode(params),
+            "next_page": urlencode({**params, "after": next_after}) if next_after else "",
+            "page_size": QUEUE_PAGE_SIZE,
             "filters": filters,
             "statuses": [("", "every status"), *ReviewItem.Status.choices],
             "reasons": [("", "every reason"), *ReviewItem.Reason.choices],

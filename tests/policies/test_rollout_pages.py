@@ -127,3 +127,27 @@ def test_the_rollout_links_the_runs_behind_it_and_its_strategy_lists_it(
     strategy = client.get(f"/policies/strategies/{rollout.strategy_id}/").content.decode()
     rollouts = strategy[strategy.index('id="rollouts"') :]
     assert f'href="/policies/rollouts/{rollout.pk}/"' in rollouts and "Running" in rollouts
+
+
+def test_the_rollout_list_says_when_older_rollouts_are_left_out(
+    make_strategy: Any, ops_user: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from policies import views
+
+    settings.POLICY_PUBLISH = "canary"
+    monkeypatch.setattr(views, "ROLLOUTS_SHOWN", 2)
+    client = _client(ops_user)
+    for n in range(3):
+        version = strategy_activate(
+            strategy=make_strategy(
+                kind="prompt_hint",
+                status=Strategy.Status.IN_REVIEW,
+                branch={"tool": f"tool_{n}", "text": f"Hint {n}."},
+                error_type="HALLUCINATED_ANSWER",
+            ),
+            actor=ops_user,
+            author_kind="reviewer",
+        )
+        Rollout.objects.filter(version=version).update(is_open=False, state="rolled_back")
+        listing = client.get("/policies/rollouts/").content.decode()
+        assert ('id="older-rollouts"' in listing) == (n == 2), n

@@ -93,3 +93,47 @@ def test_queue_query_count_does_not_grow_with_items(
             assert client.get("/reviews/").status_code == 200
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+@pytest.mark.parametrize("status", ["open", "rejected"])
+def test_the_queue_pages_past_its_first_hundred_items_without_skipping_any(
+    client: Any, ops_user: Any, status: str
+) -> None:
+    """Before, it showed the first 100 and said nothing of the rest."""
+    import re
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    items = ReviewItem.objects.bulk_create(
+        ReviewItem(
+            error_signature=f"TIMEOUT|tool_{i}",
+            reason=ReviewItem.Reason.NEGATIVE_FEEDBACK,
+            status=status,
+        )
+        for i in range(105)
+    )
+    # Two items share a creation time: the keyset still orders and pages them apart.
+    for i, item in enumerate(items):
+        ReviewItem.objects.filter(pk=item.pk).update(
+            created_at=now - timedelta(minutes=105 - min(i, 103))
+        )
+    client.force_login(ops_user)
+
+    seen: list[int] = []
+    url = f"/reviews/?status={status}"
+    pages = 0
+    while url:
+        page = client.get(url).content.decode()
+        seen += [int(pk) for pk in re.findall(r'id="review-(\d+)"', page)]
+        pages += 1
+        more = re.search(r'href="\?([^"]+)" rel="next"', page)
+        url = f"/reviews/?{more.group(1).replace('&amp;', '&')}" if more else ""
+    expected = sorted(
+        items, key=lambda item: (ReviewItem.objects.get(pk=item.pk).created_at, item.pk)
+    )
+    if status == "rejected":  # decided: newest first
+        expected.reverse()
+    assert pages == 2 and seen == [item.pk for item in expected]
+    assert "The last items." in page and "First 100" in page
