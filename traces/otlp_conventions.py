@@ -11,6 +11,11 @@ few of those write the GenAI semantic conventions as they stand today:
 - **OpenLLMetry** (Traceloop): ``traceloop.span.kind`` (``workflow``, ``agent``, ``tool``,
   ``task``), ``traceloop.entity.name`` / ``input`` / ``output``, and model calls marked by
   ``llm.request.type`` with ``gen_ai.prompt.<i>.*`` / ``gen_ai.completion.<i>.*``.
+- **MLflow Tracing** (its own SDK and its autologging of LangChain, LangGraph, OpenAI, …,
+  exported over OTLP): ``mlflow.spanType`` (``AGENT``, ``CHAT_MODEL``, ``LLM``, ``TOOL``,
+  ``CHAIN``, ``RETRIEVER``, …), ``mlflow.spanInputs`` / ``mlflow.spanOutputs``,
+  ``mlflow.chat.tokenUsage``, ``mlflow.llm.model``; every value written as JSON (a string
+  arrives quoted).
 - **Earlier GenAI conventions** (1.26 and before): model calls without
   ``gen_ai.operation.name``, ``gen_ai.system`` for the provider and
   ``gen_ai.usage.prompt_tokens`` / ``completion_tokens`` for the tokens.
@@ -18,6 +23,8 @@ few of those write the GenAI semantic conventions as they stand today:
 ``genai_read`` fills in the current attributes from those (never overwriting one the span
 carries), so the rest of the ingest maps one shape. The values are copied as they are: they
 are as untrusted as the rest of the span, and are redacted and capped where they are stored.
+The JSON that frameworks write inside attributes is read with ``untrusted_json``: what it
+escapes and no column takes (a lone surrogate, a NUL) comes out storable.
 """
 
 from __future__ import annotations
@@ -26,11 +33,14 @@ import json
 import re
 from typing import Any
 
+from traces.redaction import untrusted_json
+
 OPERATION = "gen_ai.operation.name"
 
 # Convention names, as recorded in a Step's details ("read as …").
 OPENINFERENCE = "openinference"
 OPENLLMETRY = "openllmetry"
+MLFLOW = "mlflow"
 GENAI_EARLY = "gen_ai<1.27"
 
 # openinference.span.kind -> the operation. A CHAIN is a run only at the root of its trace
@@ -47,6 +57,16 @@ _OPENLLMETRY_OPERATIONS = {
     "workflow": "invoke_agent",
     "agent": "invoke_agent",
     "tool": "execute_tool",
+}
+# mlflow.spanType -> the operation; a CHAIN (or an untyped span) only at the root.
+_MLFLOW_OPERATIONS = {
+    "AGENT": "invoke_agent",
+    "CHAT_MODEL": "chat",
+    "LLM": "chat",
+    "TOOL": "execute_tool",
+    "RETRIEVER": "retrieval",
+    "RERANKER": "retrieval",
+    "EMBEDDING": "embeddings",
 }
 # llm.request.type (OpenLLMetry's model calls) -> the operation.
 _REQUEST_TYPE_OPERATIONS = {
@@ -116,6 +136,11 @@ def genai_read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
 
 
 def _read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
+    if "mlflow.spanType" in attributes:
+        _json_strings_unquote(attributes)
+        if OPERATION not in attributes:
+            span_type = str(attributes["mlflow.spanType"]).upper()
+            return _mlflow(attributes, span_type, name=name, is_root=is_root)
     if OPERATION in attributes:
         _aliases(attributes)
         # Instrumentations that write today's operations may still carry the run's text or
@@ -241,6 +266,60 @@ def _prompts_fill(attributes: dict[str, Any]) -> None:
         attributes["gen_ai.input.messages"] = [{"role": "user", "content": t} for t in texts]
 
 
+# --- MLflow ------------------------------------------------------------------------------
+def _json_strings_unquote(attributes: dict[str, Any]) -> None:
+    """MLflow writes each attribute value as JSON: ``"CHAT_MODEL"`` arrives with its quotes,
+    a number as its digits. The quoted strings are read as the strings they encode."""
+    for key, value in attributes.items():
+        if isinstance(value, str) and len(value) >= 2 and value[0] == '"' == value[-1]:
+            try:
+                decoded = untrusted_json(value)
+            except ValueError:
+                continue
+            if isinstance(decoded, str):
+                attributes[key] = decoded
+
+
+def _mlflow(attributes: dict[str, Any], kind: str, *, name: str, is_root: bool) -> str:
+    operation = _MLFLOW_OPERATIONS.get(kind)
+    if operation is None and kind in ("CHAIN", "UNKNOWN") and is_root:
+        operation = "invoke_agent"
+    if operation is None:
+        return ""  # a parser, a chain inside a run: plumbing, not a step
+    attributes[OPERATION] = operation
+    _fill(attributes, "gen_ai.conversation.id", "mlflow.trace.session", "session.id")
+    inputs, outputs = "mlflow.spanInputs", "mlflow.spanOutputs"
+    if operation == "invoke_agent":
+        if kind == "AGENT" and name:
+            attributes.setdefault("gen_ai.agent.name", name)
+        _messages_fill(attributes, "gen_ai.input.messages", "", inputs)
+        _messages_fill(attributes, "gen_ai.output.messages", "", outputs)
+    elif operation == "execute_tool":
+        if name:  # MLflow names a tool's span after the tool
+            attributes.setdefault("gen_ai.tool.name", name)
+        _fill(attributes, "gen_ai.tool.call.arguments", inputs)
+        _fill(attributes, "gen_ai.tool.call.result", outputs)
+    else:
+        _fill(attributes, "gen_ai.request.model", "mlflow.llm.model")
+        _fill(attributes, "gen_ai.provider.name", "mlflow.llm.provider")
+        usage = _json_object(attributes.get("mlflow.chat.tokenUsage"))
+        for ours, theirs in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens")):
+            if theirs in usage:
+                attributes.setdefault(f"gen_ai.usage.{ours}", usage[theirs])
+        _messages_fill(attributes, "gen_ai.input.messages", "", inputs)
+        _messages_fill(attributes, "gen_ai.output.messages", "", outputs)
+    return MLFLOW
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = untrusted_json(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
 # --- OpenLLMetry ---------------------------------------------------------------------------
 def _openllmetry_entity(attributes: dict[str, Any], kind: str, *, name: str, is_root: bool) -> str:
     operation = _OPENLLMETRY_OPERATIONS.get(kind)
@@ -266,8 +345,8 @@ def _call_arguments(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        document = json.loads(value)
-    except (ValueError, RecursionError):
+        document = untrusted_json(value)
+    except ValueError:
         return value
     if (
         isinstance(document, dict)
@@ -344,8 +423,8 @@ def _value_text(value: Any) -> str:
     if not isinstance(value, str):
         return ""
     try:
-        document = json.loads(value)
-    except (ValueError, RecursionError):
+        document = untrusted_json(value)
+    except ValueError:
         return value
     return _text_in(document, depth=0) or value
 
@@ -358,6 +437,8 @@ def _text_in(document: Any, *, depth: int) -> str:
     argument: a method's first one is its object)."""
     if isinstance(document, str):
         return document
+    if isinstance(document, list) and depth <= 2:  # a bare list of messages
+        return _text_in({"messages": document}, depth=depth + 1)
     if not isinstance(document, dict) or depth > 2:
         return ""
     for field in _TEXT_FIELDS:
@@ -369,6 +450,18 @@ def _text_in(document: Any, *, depth: int) -> str:
             content = _message_content(message)
             if content:
                 return content
+    generations = document.get("generations")  # LangChain's LLMResult: [[{"text": …}]]
+    while isinstance(generations, list) and generations:
+        generations = generations[0]
+    generated = generations.get("text") if isinstance(generations, dict) else None
+    if isinstance(generated, str) and generated:
+        return generated
+    choices = document.get("choices")  # a chat completion as the OpenAI API returns it
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        choice, text = choices[0], choices[0].get("text")
+        answer = _message_content(choice.get("message")) or (text if isinstance(text, str) else "")
+        if answer:
+            return answer
     for wrapper in _WRAPPERS:
         text = _text_in(document.get(wrapper), depth=depth + 1)
         if text:
@@ -391,4 +484,6 @@ def _message_content(message: Any) -> str:
         return content if isinstance(content, str) else ""
     if isinstance(message, list) and len(message) == 2 and isinstance(message[1], str):
         return message[1]
+    if isinstance(message, list) and message and isinstance(message[-1], (dict, list)):
+        return _message_content(message[-1])  # LangChain's batch: a list of message lists
     return ""

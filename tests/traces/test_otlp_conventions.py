@@ -410,11 +410,17 @@ def test_spans_of_no_known_genai_kind_stay_unmapped(attributes: dict[str, Any]) 
         {"input.value": "[" * 100_000},
         {"input.value": json.dumps({"input": 5, "args": [None]})},
         {"traceloop.entity.input": "{" * 100_000},
+        {"mlflow.chat.tokenUsage": "[" * 100_000, "mlflow.spanInputs": '"' + "[" * 9 + '"'},
+        {"mlflow.spanOutputs": json.dumps({"generations": [[[[[]]]]], "choices": [7]})},
+        {"mlflow.llm.model": '"\\ud800"', "mlflow.chat.tokenUsage": "[1, 2]"},
     ],
 )
 def test_hostile_values_are_read_without_error(hostile: dict[str, Any]) -> None:
     for kind in ("AGENT", "LLM", "TOOL"):
         attributes = {"openinference.span.kind": kind, **hostile}
+        genai_read(attributes, name="x", is_root=True)
+    for kind in ("AGENT", "CHAT_MODEL", "TOOL", "CHAIN", 7):
+        attributes = {"mlflow.spanType": json.dumps(kind), **hostile}
         genai_read(attributes, name="x", is_root=True)
     attributes = {"traceloop.span.kind": "tool", **hostile}
     genai_read(attributes, name="x", is_root=True)
@@ -773,3 +779,146 @@ def test_a_chain_whose_parent_is_not_in_the_request_is_not_taken_for_the_run() -
     read = otlp_spans_from_protobuf(request.SerializeToString())
 
     assert [span.operation for span in read] == ["", "", "", ""]
+
+
+def _mlflow(value: Any) -> str:
+    """An attribute value as MLflow writes every one: JSON (a string arrives quoted)."""
+    return json.dumps(value)
+
+
+@pytest.mark.django_db
+def test_an_mlflow_traced_langchain_run_is_read_from_its_json_attributes(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """MLflow Tracing's autolog of a LangChain agent, exported over OTLP: the root chain is
+    the run, the chat model a model call (its inputs a batch of LangChain messages, its
+    output an LLMResult, its tokens in mlflow.chat.tokenUsage), the tool a tool call that
+    raised; the output parser is no step."""
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "AgentExecutor",
+        attributes={
+            "mlflow.spanType": _mlflow("CHAIN"),
+            "mlflow.spanInputs": _mlflow({"input": "Where is order 77?"}),
+            "mlflow.spanOutputs": _mlflow({"output": "The order service timed out."}),
+            "mlflow.trace.session": _mlflow("session-9"),
+        },
+    ) as run:
+        with tracer.start_as_current_span(
+            "ChatOpenAI",
+            attributes={
+                "mlflow.spanType": _mlflow("CHAT_MODEL"),
+                "mlflow.llm.model": _mlflow("gpt-4o-mini"),
+                "mlflow.chat.tokenUsage": _mlflow(
+                    {"input_tokens": 90, "output_tokens": 12, "total_tokens": 102}
+                ),
+                "mlflow.spanInputs": _mlflow(
+                    [[{"type": "human", "content": "Where is order 77?"}]]
+                ),
+                "mlflow.spanOutputs": _mlflow(
+                    {"generations": [[{"text": "Let me check order 77."}]], "llm_output": {}}
+                ),
+            },
+        ):
+            pass
+        _raised(
+            tracer,
+            "get_order",
+            {
+                "mlflow.spanType": _mlflow("TOOL"),
+                "mlflow.spanInputs": _mlflow({"order_id": "77"}),
+            },
+            TimeoutError("the order service timed out"),
+        )
+        with tracer.start_as_current_span(
+            "JsonOutputParser", attributes={"mlflow.spanType": _mlflow("PARSER")}
+        ):
+            pass
+
+    assert _post(ops_user, memory) == {"rejected": 1}  # the parser
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    assert (trace.query, trace.final_answer) == (
+        "Where is order 77?",
+        "The order service timed out.",
+    )
+    assert (trace.session_id, trace.llm_model, trace.total_tokens) == (
+        "session-9",
+        "gpt-4o-mini",
+        102,
+    )
+    chat, call = _steps(trace.pk)
+    assert (chat.phase, chat.thought, chat.details["otel"]["convention"]) == (
+        "reasoning",
+        "Let me check order 77.",
+        "mlflow",
+    )
+    assert (call.tool_name, call.action_input, call.error_type) == (
+        "get_order",
+        {"order_id": "77"},
+        "TIMEOUT",
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (json.dumps({"choices": [{"message": {"role": "assistant", "content": "c1"}}]}), "c1"),
+        (json.dumps({"choices": [{"text": "c2"}]}), "c2"),
+        (json.dumps({"generations": [[{"text": "c3"}]]}), "c3"),
+        (json.dumps([{"role": "user", "content": "c4"}]), "c4"),
+        (json.dumps([[{"type": "human", "content": "c5"}]]), "c5"),
+    ],
+)
+def test_the_text_of_a_model_calls_record(value: str, text: str) -> None:
+    """An OpenAI response, a LangChain LLMResult, a bare or batched message list."""
+    attributes = {"openinference.span.kind": "AGENT", "output.value": value}
+    genai_read(attributes, name="a", is_root=True)
+    assert attributes["gen_ai.output.messages"] == [{"role": "assistant", "content": text}]
+
+
+@pytest.mark.django_db
+def test_json_escapes_of_lone_surrogates_and_nul_in_framework_attributes_are_stored(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """Protobuf strings are UTF-8, but the JSON that frameworks write inside them may
+    escape what no column takes (``\\ud800``, ``\\u0000``): read, it is made storable, not a
+    500 for the whole request."""
+    tracer, memory = tracing
+    bad = "x\\ud800y\\u0000z"
+    with tracer.start_as_current_span(
+        "agent",
+        attributes={
+            "mlflow.spanType": _mlflow("AGENT"),
+            "mlflow.spanInputs": '{"input": "' + bad + '"}',
+            "mlflow.trace.session": '"' + bad + '"',
+        },
+    ) as run:
+        with tracer.start_as_current_span(
+            "llm",
+            attributes={
+                "mlflow.spanType": _mlflow("CHAT_MODEL"),
+                "mlflow.llm.model": '"' + bad + '"',
+                "mlflow.spanOutputs": '{"choices": [{"text": "' + bad + '"}]}',
+            },
+        ):
+            pass
+        with tracer.start_as_current_span(
+            "lookup",
+            attributes={
+                "openinference.span.kind": "TOOL",
+                "tool.name": "lookup",
+                "input.value": '{"q": "' + bad + '"}',
+                "output.value": '"' + bad + '"',
+            },
+        ):
+            pass
+
+    _post(ops_user, memory)
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    assert trace.query == "x\ufffdyz"
+    assert "\x00" not in trace.session_id and "\ufffd" in trace.session_id
+    chat, call = _steps(trace.pk)
+    assert chat.details["otel"]["model"] == "x\ufffdyz" and chat.thought == "x\ufffdyz"
+    assert call.action_input == {"q": "x\ufffdyz"}
