@@ -347,7 +347,6 @@ def rollout_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-
 @_policies_viewer
 def rollout_detail(request: HttpRequest, rollout_id: int) -> HttpResponse:
     rollout = _rollout_or_404(rollout_id)
