@@ -332,24 +332,42 @@ class _Roots:
     def __init__(self, request: Any) -> None:
         self.request = request
         self._above: dict[tuple[bytes, bytes], tuple[bytes, bool]] | None = None
+        # (trace id, span id) -> whether neither it nor a span above it is a framework's:
+        # each span is walked over once per request, however many spans hang below it.
+        self._clear: dict[tuple[bytes, bytes], bool] = {}
 
     def __call__(self, span: Any, attributes: dict[str, Any]) -> bool:
         if not span.parent_span_id:
             return True
         if not any(kind in attributes for kind in _FRAMEWORK_KINDS):
             return False  # read only for a framework's chain or task: no walk for others
-        above = self._map()
         key = (span.trace_id, span.parent_span_id)
-        if key not in above:
-            return False
-        for _ in range(len(above)):  # an exporter may send a cycle
-            parent, framework = above.get(key, (b"", False))
+        return key in self._map() and self._clear_from(key)
+
+    def _clear_from(self, key: tuple[bytes, bytes]) -> bool:
+        above, clear = self._map(), self._clear
+        path: list[tuple[bytes, bytes]] = []
+        walked: set[tuple[bytes, bytes]] = set()
+        while True:
+            if key in clear:
+                result = clear[key]
+                break
+            if key in walked:  # an exporter may send a cycle: no root on it
+                result = False
+                break
+            parent, framework = above[key]
+            path.append(key)
+            walked.add(key)
             if framework:
-                return False
+                result = False
+                break
             if not parent or (key[0], parent) not in above:
-                return True
+                result = True  # the top of what the request holds
+                break
             key = (key[0], parent)
-        return False
+        for seen in path:
+            clear[seen] = result
+        return result
 
     def _map(self) -> dict[tuple[bytes, bytes], tuple[bytes, bool]]:
         """(trace id, span id) -> (its parent's id, whether a framework wrote it)."""
@@ -801,21 +819,15 @@ def _steps_new(
     redactor: _Redactor,
 ) -> list[Step]:
     """The Step rows of a trace's spans not stored yet, numbered on from ``number``."""
-    child_failed = failed_before or any(
-        s.failed for s in fresh if s.operation not in RUN_OPERATIONS
-    )
     step_failed = failed_before or any(s.failed for s in fresh if s.operation in PHASE_OF_OPERATION)
     wrapping = _failed_ancestors(fresh)
     steps = []
     for span in sorted(fresh, key=lambda s: (s.start_ns, s.end_ns)):
-        # A run span is the trace itself; it is a step only to carry a failure that no
-        # model or tool span explains.
-        if span.operation in RUN_OPERATIONS:
-            if not span.failed or child_failed:
-                continue
-        # A span that wraps steps, likewise, and only the innermost of those that failed:
-        # the exception went up through every one of them.
-        elif span.operation not in PHASE_OF_OPERATION and (
+        # A run span is the trace itself, and any other operation wraps steps (a chain, a
+        # graph node, a handoff): such a span is a step only to carry a failure that no
+        # model, tool or retrieval span explains, and only the innermost of those that
+        # failed (the exception went up through every one of them, a sub-agent's too).
+        if span.operation not in PHASE_OF_OPERATION and (
             not span.failed or step_failed or span.span_id in wrapping
         ):
             continue

@@ -599,6 +599,35 @@ def test_a_tool_failure_is_one_failed_step_not_one_per_node_it_went_up_through(
 
 
 @pytest.mark.django_db
+def test_a_sub_agent_that_raised_inside_a_node_is_the_one_failed_step(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """A graph node that runs an agent of its own, which raised: the exception went up
+    through the sub-agent, the node and the run. The innermost is the one failure (before,
+    every span was skipped for another's failure, and the failed run had no error type)."""
+    tracer, memory = tracing
+    with (
+        pytest.raises(ValueError),
+        _workflow(tracer) as run,
+        _node(tracer, "research"),
+        tracer.start_as_current_span(
+            "invoke_agent researcher",
+            attributes={"gen_ai.operation.name": "invoke_agent"},
+            record_exception=True,
+            set_status_on_exception=True,
+        ),
+    ):
+        raise ValueError("no sources")
+
+    _post(ops_user, memory)
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    (step,) = _steps(trace.pk)
+    assert step.details["otel"]["name"] == "invoke_agent researcher"
+    assert trace.status == "failed" and trace.error_type == step.error_type != ""
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("error", "error_type"),
     [
@@ -922,3 +951,44 @@ def test_json_escapes_of_lone_surrogates_and_nul_in_framework_attributes_are_sto
     chat, call = _steps(trace.pk)
     assert chat.details["otel"]["model"] == "x\ufffdyz" and chat.thought == "x\ufffdyz"
     assert call.action_input == {"q": "x\ufffdyz"}
+
+
+def test_finding_the_runs_root_walks_each_span_once_however_deep_the_request() -> None:
+    """A chain of plain spans with framework spans hanging off its bottom: before, each of
+    them walked the whole chain again (quadratic, a request body's worth of CPU to hold a
+    worker); each span is now walked over once."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    from traces.otlp import _Roots
+
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    trace_id, depth = bytes(range(16)), 500
+    ids = [i.to_bytes(8, "big") for i in range(1, 2 * depth + 1)]
+    for i in range(depth):  # the chain: span i under span i - 1
+        spans.add(trace_id=trace_id, span_id=ids[i], parent_span_id=ids[i - 1] if i else b"")
+    guard = KeyValue(key="openinference.span.kind", value=AnyValue(string_value="GUARDRAIL"))
+    for i in range(depth, 2 * depth):  # each under the chain's bottom
+        spans.add(trace_id=trace_id, span_id=ids[i], parent_span_id=ids[depth - 1])
+        spans[-1].attributes.append(guard)
+
+    class Counted(dict):  # type: ignore[type-arg]
+        reads = 0
+
+        def __getitem__(self, key: Any) -> Any:
+            Counted.reads += 1
+            return super().__getitem__(key)
+
+        def get(self, key: Any, default: Any = None) -> Any:
+            Counted.reads += 1
+            return super().get(key, default)
+
+    roots = _Roots(request)
+    roots._above = Counted(roots._map())
+    answers = {roots(span, {"openinference.span.kind": "GUARDRAIL"}) for span in spans[depth:]}
+
+    assert answers == {True}  # under plain spans only: each would be a root
+    assert Counted.reads <= depth
