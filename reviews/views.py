@@ -89,7 +89,7 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     items, next_after = review_items_list(
         filters=filters,
         user=request.user,
-        after=int(after) if after.isdigit() and len(after) < 19 else None,
+        after=int(after) if after.isascii() and after.isdigit() and len(after) < 19 else None,
     )
     params = {"status": filters.status, "reason": filters.reason, "assigned": filters.assigned}
     return render(

@@ -137,3 +137,17 @@ def test_the_queue_pages_past_its_first_hundred_items_without_skipping_any(
         expected.reverse()
     assert pages == 2 and seen == [item.pk for item in expected]
     assert "The last items." in page and "First 100" in page
+
+
+@pytest.mark.parametrize("after", ["\u00b2", "abc", "-1", "9" * 30, "999999"])
+def test_a_queue_cursor_that_is_not_an_item_shows_the_first_page(
+    client: Any, ops_user: Any, after: str
+) -> None:
+    """A digit that int() refuses (superscript two) was a 500."""
+    ReviewItem.objects.create(
+        error_signature="TIMEOUT|get_order", reason=ReviewItem.Reason.NEGATIVE_FEEDBACK
+    )
+    client.force_login(ops_user)
+    response = client.get("/reviews/", {"after": after})
+    assert response.status_code == 200
+    assert 'id="review-' in response.content.decode()
