@@ -255,9 +255,9 @@ def _guarded_metrics(
 ) -> dict[str, Any]:
     """The canary's difference from stable per guarded metric, as a guarded rollout shows
     it: error and success rates over every run since the start (so the interval narrows as
-    runs come in), with their (1 - alpha) interval; p95 latency per bucket. Each with the
-    line the evaluator acts on: an error rate significantly above 0 rolls back; a p95 the
-    latency budget above stable's rolls back."""
+    runs come in), with their (1 - alpha) interval; p95 latency per bucket. Error rate and
+    latency with the line the evaluator acts on (an error rate significantly above 0, a p95
+    the latency budget above stable's, roll back); the success rate is shown, not judged."""
     rules = rules_from(settings)
     totals = {arm: {"n": 0, "errors": 0, "successes": 0} for arm in labels}
     rates: dict[str, dict[str, list[float | None]]] = {
@@ -289,7 +289,8 @@ def _guarded_metrics(
         "alpha": rules.alpha,
         "n": {arm: totals[arm]["n"] for arm in labels},
         "error_rate": {**rates["error_rate"], "threshold": 0.0},
-        "success_rate": {**rates["success_rate"], "threshold": 0.0},
+        # Shown, not judged: the evaluator acts on errors and latency alone.
+        "success_rate": {**rates["success_rate"], "threshold": None},
         "p95_ms": {"diff": p95, "threshold": rules.latency_budget_ms},
     }
 

@@ -375,7 +375,7 @@ def rollout_detail(request: HttpRequest, rollout_id: int) -> HttpResponse:
 # The guarded rollout's tiles (the series' "guard" entries), as the page titles them.
 GUARDED_METRICS = (
     ("error_rate", "Error rate"),
-    ("success_rate", "Success rate"),
+    ("success_rate", "Success rate (shown, not judged)"),
     ("p95_ms", "p95 latency (ms)"),
 )
 

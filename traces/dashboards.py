@@ -262,8 +262,8 @@ def kpis_for_window(*, window: Window, filters: RollupFilters) -> list[Kpi]:
     for name in _RUN_SUMS:
         aggregates[f"cur_{name}"] = Sum(name, filter=_in(window))
         aggregates[f"prev_{name}"] = Sum(name, filter=_in(previous))
-    # Runs that ended with an error type: the rollout evaluator's error (a failed run, or a
-    # handover after a failure); the run rollups keep the run's own error type.
+    # Runs that ended with an error type (a failed run, or a handover after a failure); the
+    # run rollups keep the run's own error type, not its status.
     with_error = ~Q(error_type="")
     aggregates["cur_errors"] = Sum("runs", filter=_in(window) & with_error)
     aggregates["prev_errors"] = Sum("runs", filter=_in(previous) & with_error)

@@ -126,6 +126,10 @@
       }
       datasets.push({ label: "canary − stable", data: guard.diff, borderColor: color(1),
                       backgroundColor: color(1), spanGaps: true, tension: 0.2 });
+      if (guard.threshold === null) {
+        return { type: "line", data: { labels: labels, datasets: datasets },
+                 options: { interaction: { mode: "index", intersect: false } } };
+      }
       datasets.push({ label: guard.threshold ? "rollback line (" + guard.threshold + ")" : "no difference",
                       data: labels.map(function () { return guard.threshold; }),
                       borderColor: color(0), backgroundColor: color(0), borderDash: [6, 4],
@@ -179,12 +183,22 @@
     },
   };
 
+  // One request per data source, whatever the number of canvases drawn from it.
+  var loads = {};
+
+  function load(src) {
+    if (!loads[src]) {
+      loads[src] = fetch(src, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) {
+          if (!response.ok) throw new Error(response.status + " " + response.statusText);
+          return response.json();
+        });
+    }
+    return loads[src];
+  }
+
   function draw(canvas) {
-    fetch(canvas.dataset.src, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) {
-        if (!response.ok) throw new Error(response.status + " " + response.statusText);
-        return response.json();
-      })
+    load(canvas.dataset.src)
       .then(function (data) {
         var kind = canvas.dataset.chart;
         var config = kind === "bar" || kind === "doughnut"

@@ -66,6 +66,7 @@ def test_list_and_detail_show_state_numbers_and_history(
     assert guard["success_rate"]["diff"] == [-0.2333]
     assert guard["p95_ms"]["diff"] == [0.0]  # every run took 100 ms
     assert (guard["error_rate"]["threshold"], guard["p95_ms"]["threshold"]) == (0.0, 100.0)
+    assert guard["success_rate"]["threshold"] is None  # shown, not judged
 
 
 def test_a_control_asks_for_confirmation_then_acts_and_is_audited(
