@@ -319,15 +319,20 @@ def otlp_spans_from_json(body: bytes) -> list[SpanIn]:
     return _spans_of(request)
 
 
-_FRAMEWORK_KINDS = ("openinference.span.kind", "traceloop.span.kind", "mlflow.spanType")
+_FRAMEWORK_KINDS = (
+    "openinference.span.kind",
+    "traceloop.span.kind",
+    "mlflow.spanType",
+    "langfuse.observation.type",
+)
 
 
 class _Roots:
     """Whether a span is at the root of its run: it has no parent, or none of the spans
-    above it in the request is a framework's (OpenInference, OpenLLMetry, MLflow). An agent served
-    by an instrumented web app has its top chain under the HTTP server's span; that chain
-    is still the run. A span whose parent is not in the request is not taken for a root
-    (its parent may be a framework's, exported later)."""
+    above it in the request is a framework's (OpenInference, OpenLLMetry, MLflow,
+    Langfuse). An agent served by an instrumented web app has its top chain under the HTTP
+    server's span; that chain is still the run. A span whose parent is not in the request
+    is not taken for a root (its parent may be a framework's, exported later)."""
 
     def __init__(self, request: Any) -> None:
         self.request = request

@@ -16,6 +16,11 @@ few of those write the GenAI semantic conventions as they stand today:
   ``CHAIN``, ``RETRIEVER``, …), ``mlflow.spanInputs`` / ``mlflow.spanOutputs``,
   ``mlflow.chat.tokenUsage``, ``mlflow.llm.model``; every value written as JSON (a string
   arrives quoted).
+- **Langfuse** (its OpenTelemetry-based SDKs, v3 and later, when their spans also go to
+  this endpoint): ``langfuse.observation.type`` (``agent``, ``generation``, ``tool``,
+  ``chain``, ``span``, ``retriever``, ``embedding``, …), ``langfuse.observation.input`` /
+  ``output``, ``langfuse.observation.model.name``, ``langfuse.observation.usage_details``,
+  ``langfuse.trace.input`` / ``output``.
 - **Earlier GenAI conventions** (1.26 and before): model calls without
   ``gen_ai.operation.name``, ``gen_ai.system`` for the provider and
   ``gen_ai.usage.prompt_tokens`` / ``completion_tokens`` for the tokens.
@@ -41,6 +46,7 @@ OPERATION = "gen_ai.operation.name"
 OPENINFERENCE = "openinference"
 OPENLLMETRY = "openllmetry"
 MLFLOW = "mlflow"
+LANGFUSE = "langfuse"
 GENAI_EARLY = "gen_ai<1.27"
 
 # openinference.span.kind -> the operation. A CHAIN is a run only at the root of its trace
@@ -67,6 +73,14 @@ _MLFLOW_OPERATIONS = {
     "RETRIEVER": "retrieval",
     "RERANKER": "retrieval",
     "EMBEDDING": "embeddings",
+}
+# langfuse.observation.type -> the operation; a chain (or a plain span) only at the root.
+_LANGFUSE_OPERATIONS = {
+    "agent": "invoke_agent",
+    "generation": "chat",
+    "tool": "execute_tool",
+    "retriever": "retrieval",
+    "embedding": "embeddings",
 }
 # llm.request.type (OpenLLMetry's model calls) -> the operation.
 _REQUEST_TYPE_OPERATIONS = {
@@ -155,6 +169,9 @@ def _read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
     kind = attributes.get("traceloop.span.kind")
     if isinstance(kind, str):
         return _openllmetry_entity(attributes, kind.lower(), name=name, is_root=is_root)
+    kind = attributes.get("langfuse.observation.type")
+    if isinstance(kind, str):
+        return _langfuse(attributes, kind.lower(), name=name, is_root=is_root)
     request_type = attributes.get("llm.request.type")
     if isinstance(request_type, str) and request_type.lower() in _REQUEST_TYPE_OPERATIONS:
         attributes[OPERATION] = _REQUEST_TYPE_OPERATIONS[request_type.lower()]
@@ -318,6 +335,43 @@ def _json_object(value: Any) -> dict[str, Any]:
         except ValueError:
             return {}
     return value if isinstance(value, dict) else {}
+
+
+# --- Langfuse ------------------------------------------------------------------------------
+def _langfuse(attributes: dict[str, Any], kind: str, *, name: str, is_root: bool) -> str:
+    operation = _LANGFUSE_OPERATIONS.get(kind)
+    if operation is None and kind in ("chain", "span") and is_root:
+        operation = "invoke_agent"
+    if operation is None:
+        return ""  # an evaluator, a guardrail, an event, a span inside a run
+    attributes[OPERATION] = operation
+    _fill(attributes, "gen_ai.conversation.id", "langfuse.session.id", "session.id")
+    inputs, outputs = "langfuse.observation.input", "langfuse.observation.output"
+    if operation == "invoke_agent":
+        if name:
+            attributes.setdefault("gen_ai.agent.name", name)
+        for whole in (inputs, "langfuse.trace.input"):
+            _messages_fill(attributes, "gen_ai.input.messages", "", whole)
+        for whole in (outputs, "langfuse.trace.output"):
+            _messages_fill(attributes, "gen_ai.output.messages", "", whole)
+    elif operation == "execute_tool":
+        if name:  # the SDK names a tool's observation after the tool
+            attributes.setdefault("gen_ai.tool.name", name)
+        _fill(attributes, "gen_ai.tool.call.arguments", inputs)
+        _fill(attributes, "gen_ai.tool.call.result", outputs)
+    else:
+        _fill(attributes, "gen_ai.request.model", "langfuse.observation.model.name")
+        usage = _json_object(attributes.get("langfuse.observation.usage_details"))
+        for ours, theirs in (
+            ("input_tokens", ("input", "input_tokens", "prompt_tokens")),
+            ("output_tokens", ("output", "output_tokens", "completion_tokens")),
+        ):
+            count = next((usage[key] for key in theirs if key in usage), None)
+            if count is not None:
+                attributes.setdefault(f"gen_ai.usage.{ours}", count)
+        _messages_fill(attributes, "gen_ai.input.messages", "", inputs)
+        _messages_fill(attributes, "gen_ai.output.messages", "", outputs)
+    return LANGFUSE
 
 
 # --- OpenLLMetry ---------------------------------------------------------------------------

@@ -422,6 +422,16 @@ def test_hostile_values_are_read_without_error(hostile: dict[str, Any]) -> None:
     for kind in ("AGENT", "CHAT_MODEL", "TOOL", "CHAIN", 7):
         attributes = {"mlflow.spanType": json.dumps(kind), **hostile}
         genai_read(attributes, name="x", is_root=True)
+    for kind in ("agent", "generation", "tool", "chain"):
+        attributes = {
+            "langfuse.observation.type": kind,
+            "langfuse.observation.usage_details": hostile.get("mlflow.chat.tokenUsage", "{"),
+            **{
+                k.replace("mlflow.spanInputs", "langfuse.observation.input"): v
+                for k, v in hostile.items()
+            },
+        }
+        genai_read(attributes, name="x", is_root=True)
     attributes = {"traceloop.span.kind": "tool", **hostile}
     genai_read(attributes, name="x", is_root=True)
 
@@ -992,3 +1002,69 @@ def test_finding_the_runs_root_walks_each_span_once_however_deep_the_request() -
 
     assert answers == {True}  # under plain spans only: each would be a root
     assert Counted.reads <= depth
+
+
+@pytest.mark.django_db
+def test_a_langfuse_sdk_run_is_read_from_its_observation_attributes(
+    tracing: Any, ops_user: Any, error_rules: None
+) -> None:
+    """Langfuse's OpenTelemetry-based SDK, its spans also sent here: an agent observation,
+    a generation (model, usage details), a tool that raised, and an evaluator (no step)."""
+    tracer, memory = tracing
+    with tracer.start_as_current_span(
+        "support-agent",
+        attributes={
+            "langfuse.observation.type": "agent",
+            "langfuse.observation.input": json.dumps({"question": "Is order 8 paid?"}),
+            "langfuse.trace.output": json.dumps("I could not reach the payments service."),
+            "session.id": "lf-session",
+        },
+    ) as run:
+        with tracer.start_as_current_span(
+            "llm-call",
+            attributes={
+                "langfuse.observation.type": "generation",
+                "langfuse.observation.model.name": "claude-sonnet",
+                "langfuse.observation.usage_details": json.dumps(
+                    {"input": 70, "output": 9, "total": 79}
+                ),
+                "langfuse.observation.output": json.dumps(
+                    {"role": "assistant", "content": "Checking payments."}
+                ),
+            },
+        ):
+            pass
+        _raised(
+            tracer,
+            "get_payment",
+            {
+                "langfuse.observation.type": "tool",
+                "langfuse.observation.input": json.dumps({"order_id": 8}),
+            },
+            ConnectionRefusedError("payments down"),
+        )
+        with tracer.start_as_current_span(
+            "faithfulness", attributes={"langfuse.observation.type": "evaluator"}
+        ):
+            pass
+
+    assert _post(ops_user, memory) == {"rejected": 1}  # the evaluator
+
+    trace = Trace.objects.get(pk=_trace_id(run))
+    assert (trace.query, trace.final_answer, trace.session_id) == (
+        "Is order 8 paid?",
+        "I could not reach the payments service.",
+        "lf-session",
+    )
+    assert (trace.agent.name, trace.llm_model, trace.total_tokens) == (
+        "support-agent",
+        "claude-sonnet",
+        79,
+    )
+    chat, call = _steps(trace.pk)
+    assert (chat.thought, chat.details["otel"]["convention"]) == ("Checking payments.", "langfuse")
+    assert (call.tool_name, call.action_input, call.error_type) == (
+        "get_payment",
+        {"order_id": 8},
+        "CONNECTION_ERROR",
+    )
