@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from traces.redaction import untrusted_json
@@ -154,7 +155,7 @@ def _read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
         _json_strings_unquote(attributes)
         if OPERATION not in attributes:
             span_type = str(attributes["mlflow.spanType"]).upper()
-            return _mlflow(attributes, span_type, name=name, is_root=is_root)
+            return _observation_read(_MLFLOW, attributes, span_type, name=name, is_root=is_root)
     if OPERATION in attributes:
         _aliases(attributes)
         # Instrumentations that write today's operations may still carry the run's text or
@@ -171,7 +172,7 @@ def _read(attributes: dict[str, Any], *, name: str, is_root: bool) -> str:
         return _openllmetry_entity(attributes, kind.lower(), name=name, is_root=is_root)
     kind = attributes.get("langfuse.observation.type")
     if isinstance(kind, str):
-        return _langfuse(attributes, kind.lower(), name=name, is_root=is_root)
+        return _observation_read(_LANGFUSE, attributes, kind.lower(), name=name, is_root=is_root)
     request_type = attributes.get("llm.request.type")
     if isinstance(request_type, str) and request_type.lower() in _REQUEST_TYPE_OPERATIONS:
         attributes[OPERATION] = _REQUEST_TYPE_OPERATIONS[request_type.lower()]
@@ -297,37 +298,6 @@ def _json_strings_unquote(attributes: dict[str, Any]) -> None:
                 attributes[key] = decoded
 
 
-def _mlflow(attributes: dict[str, Any], kind: str, *, name: str, is_root: bool) -> str:
-    operation = _MLFLOW_OPERATIONS.get(kind)
-    if operation is None and kind in ("CHAIN", "UNKNOWN") and is_root:
-        operation = "invoke_agent"
-    if operation is None:
-        return ""  # a parser, a chain inside a run: plumbing, not a step
-    attributes[OPERATION] = operation
-    _fill(attributes, "gen_ai.conversation.id", "mlflow.trace.session", "session.id")
-    inputs, outputs = "mlflow.spanInputs", "mlflow.spanOutputs"
-    if operation == "invoke_agent":
-        if kind == "AGENT" and name:
-            attributes.setdefault("gen_ai.agent.name", name)
-        _messages_fill(attributes, "gen_ai.input.messages", "", inputs)
-        _messages_fill(attributes, "gen_ai.output.messages", "", outputs)
-    elif operation == "execute_tool":
-        if name:  # MLflow names a tool's span after the tool
-            attributes.setdefault("gen_ai.tool.name", name)
-        _fill(attributes, "gen_ai.tool.call.arguments", inputs)
-        _fill(attributes, "gen_ai.tool.call.result", outputs)
-    else:
-        _fill(attributes, "gen_ai.request.model", "mlflow.llm.model")
-        _fill(attributes, "gen_ai.provider.name", "mlflow.llm.provider")
-        usage = _json_object(attributes.get("mlflow.chat.tokenUsage"))
-        for ours, theirs in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens")):
-            if theirs in usage:
-                attributes.setdefault(f"gen_ai.usage.{ours}", usage[theirs])
-        _messages_fill(attributes, "gen_ai.input.messages", "", inputs)
-        _messages_fill(attributes, "gen_ai.output.messages", "", outputs)
-    return MLFLOW
-
-
 def _json_object(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
@@ -337,41 +307,95 @@ def _json_object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-# --- Langfuse ------------------------------------------------------------------------------
-def _langfuse(attributes: dict[str, Any], kind: str, *, name: str, is_root: bool) -> str:
-    operation = _LANGFUSE_OPERATIONS.get(kind)
-    if operation is None and kind in ("chain", "span") and is_root:
+# --- MLflow and Langfuse: one typed span per observation ---------------------------------
+@dataclass(frozen=True)
+class _ObservationSDK:
+    """An SDK that types each span with one attribute (MLflow's ``mlflow.spanType``,
+    Langfuse's ``langfuse.observation.type``) and records each observation's input and
+    output as whole JSON values: how its attributes map to today's conventions."""
+
+    convention: str
+    operations: dict[str, str]
+    root_kinds: tuple[str, ...]  # a run only at the root of its trace
+    session: tuple[str, ...]
+    inputs: str
+    outputs: str
+    run_inputs: tuple[str, ...] = ()  # the run's own input and output, when it has them
+    run_outputs: tuple[str, ...] = ()
+    agent_named_by: tuple[str, ...] | None = None  # the kinds whose span name is the agent's
+    model: tuple[str, ...] = ()
+    provider: tuple[str, ...] = ()
+    usage: str = ""
+    input_tokens: tuple[str, ...] = ("input_tokens",)
+    output_tokens: tuple[str, ...] = ("output_tokens",)
+
+
+_MLFLOW = _ObservationSDK(
+    convention=MLFLOW,
+    operations=_MLFLOW_OPERATIONS,
+    root_kinds=("CHAIN", "UNKNOWN"),
+    session=("mlflow.trace.session", "session.id"),
+    inputs="mlflow.spanInputs",
+    outputs="mlflow.spanOutputs",
+    agent_named_by=("AGENT",),
+    model=("mlflow.llm.model",),
+    provider=("mlflow.llm.provider",),
+    usage="mlflow.chat.tokenUsage",
+)
+_LANGFUSE = _ObservationSDK(
+    convention=LANGFUSE,
+    operations=_LANGFUSE_OPERATIONS,
+    root_kinds=("chain", "span"),
+    session=("langfuse.session.id", "session.id"),
+    inputs="langfuse.observation.input",
+    outputs="langfuse.observation.output",
+    run_inputs=("langfuse.trace.input",),
+    run_outputs=("langfuse.trace.output",),
+    model=("langfuse.observation.model.name",),
+    usage="langfuse.observation.usage_details",
+    input_tokens=("input", "input_tokens", "prompt_tokens"),
+    output_tokens=("output", "output_tokens", "completion_tokens"),
+)
+
+
+def _observation_read(
+    sdk: _ObservationSDK, attributes: dict[str, Any], kind: str, *, name: str, is_root: bool
+) -> str:
+    operation = sdk.operations.get(kind)
+    if operation is None and kind in sdk.root_kinds and is_root:
         operation = "invoke_agent"
     if operation is None:
-        return ""  # an evaluator, a guardrail, an event, a span inside a run
+        return ""  # a parser, an evaluator, a guardrail, a chain inside a run: not a step
     attributes[OPERATION] = operation
-    _fill(attributes, "gen_ai.conversation.id", "langfuse.session.id", "session.id")
-    inputs, outputs = "langfuse.observation.input", "langfuse.observation.output"
+    _fill(attributes, "gen_ai.conversation.id", *sdk.session)
     if operation == "invoke_agent":
-        if name:
+        if name and (sdk.agent_named_by is None or kind in sdk.agent_named_by):
             attributes.setdefault("gen_ai.agent.name", name)
-        for whole in (inputs, "langfuse.trace.input"):
+        for whole in (sdk.inputs, *sdk.run_inputs):
             _messages_fill(attributes, "gen_ai.input.messages", "", whole)
-        for whole in (outputs, "langfuse.trace.output"):
+        for whole in (sdk.outputs, *sdk.run_outputs):
             _messages_fill(attributes, "gen_ai.output.messages", "", whole)
     elif operation == "execute_tool":
-        if name:  # the SDK names a tool's observation after the tool
+        if name:  # both SDKs name a tool's span after the tool
             attributes.setdefault("gen_ai.tool.name", name)
-        _fill(attributes, "gen_ai.tool.call.arguments", inputs)
-        _fill(attributes, "gen_ai.tool.call.result", outputs)
+        _fill(attributes, "gen_ai.tool.call.arguments", sdk.inputs)
+        _fill(attributes, "gen_ai.tool.call.result", sdk.outputs)
     else:
-        _fill(attributes, "gen_ai.request.model", "langfuse.observation.model.name")
-        usage = _json_object(attributes.get("langfuse.observation.usage_details"))
+        if sdk.model:
+            _fill(attributes, "gen_ai.request.model", *sdk.model)
+        if sdk.provider:
+            _fill(attributes, "gen_ai.provider.name", *sdk.provider)
+        usage = _json_object(attributes.get(sdk.usage)) if sdk.usage else {}
         for ours, theirs in (
-            ("input_tokens", ("input", "input_tokens", "prompt_tokens")),
-            ("output_tokens", ("output", "output_tokens", "completion_tokens")),
+            ("input_tokens", sdk.input_tokens),
+            ("output_tokens", sdk.output_tokens),
         ):
             count = next((usage[key] for key in theirs if key in usage), None)
             if count is not None:
                 attributes.setdefault(f"gen_ai.usage.{ours}", count)
-        _messages_fill(attributes, "gen_ai.input.messages", "", inputs)
-        _messages_fill(attributes, "gen_ai.output.messages", "", outputs)
-    return LANGFUSE
+        _messages_fill(attributes, "gen_ai.input.messages", "", sdk.inputs)
+        _messages_fill(attributes, "gen_ai.output.messages", "", sdk.outputs)
+    return sdk.convention
 
 
 # --- OpenLLMetry ---------------------------------------------------------------------------
