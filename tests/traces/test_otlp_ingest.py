@@ -408,3 +408,49 @@ def test_a_request_that_lost_to_a_concurrent_one_is_a_503_to_retry(
     )
     assert (response.status_code, response["Retry-After"]) == (503, "1")
     assert response.json()["code"] == 14  # UNAVAILABLE
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("media_type", ["application/json", "application/x-protobuf"])
+def test_the_database_away_is_a_503_status_in_the_requests_encoding(
+    ops_user: Any, client: Client, monkeypatch: pytest.MonkeyPatch, media_type: str
+) -> None:
+    """PostgreSQL restarting under an export: a google.rpc.Status UNAVAILABLE (which
+    exporters decode and log) with the app's message and Retry-After, not DRF's JSON."""
+    import psycopg
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from traces.api import otlp as view
+
+    def database_away(*args: Any, **kwargs: Any) -> None:
+        try:
+            raise psycopg.OperationalError("connection refused")
+        except psycopg.OperationalError as exc:
+            raise OperationalError("connection refused") from exc
+
+    monkeypatch.setattr(view, "otlp_spans_ingest", database_away)
+    body: bytes | str = json.dumps(_json_request(uuid.uuid4().hex))
+    if media_type == "application/x-protobuf":
+        request = ExportTraceServiceRequest()
+        span = request.resource_spans.add().scope_spans.add().spans.add()
+        span.trace_id, span.span_id, span.name = uuid.uuid4().bytes, b"\x01" * 8, "chat m"
+        attribute = span.attributes.add()
+        attribute.key, attribute.value.string_value = "gen_ai.operation.name", "chat"
+        body = request.SerializeToString()
+    response = client.post(
+        "/otlp/v1/traces",
+        data=body,
+        content_type=media_type,
+        HTTP_AUTHORIZATION=f"Token {_token(ops_user)}",
+    )
+    assert (response.status_code, response["Retry-After"]) == (503, "5"), response.content
+    assert response["Content-Type"] == media_type
+    if media_type == "application/json":
+        status = response.json()
+    else:
+        parsed = RpcStatus.FromString(response.content)
+        status = {"code": parsed.code, "message": parsed.message}
+    assert status["code"] == 14  # UNAVAILABLE
+    assert "database is unavailable" in status["message"]

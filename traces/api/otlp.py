@@ -20,6 +20,8 @@ from rest_framework import permissions
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from config import db_unavailable
+from config.db_unavailable import is_connection_failure, unavailable_response
 from traces.otlp import (
     IngestResult,
     OtlpBodyTooLarge,
@@ -99,8 +101,16 @@ class OtlpTracesView(APIView):
     permission_classes = [permissions.IsAuthenticated, CanIngestTraces]
 
     def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
-        """DRF's refusals (401, 403, …) as OTLP Status messages, their headers kept (an
-        HttpResponse: DRF passes it on as it does the view's own)."""
+        """DRF's refusals (401, 403, …) and the database being away (503) as OTLP Status
+        messages, their headers kept (an HttpResponse: DRF passes it on as it does the
+        view's own)."""
+        if is_connection_failure(exc):
+            # PostgreSQL away (a restart, too many connections): exporters retry a 503.
+            unavailable = unavailable_response(self.request._request, exc)
+            error = _error(503, db_unavailable.MESSAGE, _media_type(self.request))
+            error["Retry-After"] = unavailable["Retry-After"]
+            error._has_been_logged = True  # type: ignore[attr-defined]  # logged once above
+            return error
         response = super().handle_exception(exc)
         data = response.data
         detail = data.get("detail", data) if isinstance(data, dict) else data
