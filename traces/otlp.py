@@ -898,19 +898,26 @@ def otlp_spans_ingest(
     # In trace id order: two requests writing the same traces take their row and key locks
     # in one order, so one waits for the other instead of both deadlocking.
     by_trace = dict(sorted(grouped.items()))
+    # Spans naming a native run are refused before their agent names are looked up: a
+    # refused request files no Agent row.
+    stored = _traces_stored([uuid.UUID(hex=hex_id) for hex_id in by_trace])
+    by_trace = _external_only(by_trace, stored, result)
+    if not by_trace:
+        return result
+    refused = IngestResult(rejected=result.rejected, rejected_native=result.rejected_native)
     agent_names = {_agent_name(group) for group in by_trace.values()}
     agent_of = _agent_ids(agent_names)
     try:
         with transaction.atomic():
-            _spans_store(by_trace, agent_of, user_id, rules, result, optimistic=True)
+            _spans_store(by_trace, agent_of, user_id, rules, result, stored=stored)
     except IntegrityError:
         # A concurrent request stored some of these traces or spans between the read and
         # the COPY, or an agent the resolver remembered was deleted since: once more,
         # reading what is there.
-        result = IngestResult(rejected=len(spans) - len(genai))
+        result = refused
         agent_of = _agent_ids(agent_names, fresh=True)
         with transaction.atomic():
-            _spans_store(by_trace, agent_of, user_id, rules, result, optimistic=False)
+            _spans_store(by_trace, agent_of, user_id, rules, result, stored=None)
     logger.info(
         "otlp.ingested",
         extra={
@@ -930,17 +937,16 @@ def _spans_store(
     rules: list[CompiledRule],
     result: IngestResult,
     *,
-    optimistic: bool,
+    stored: dict[str, str] | None,
 ) -> None:
-    """Store the spans, by trace, inside the caller's transaction. ``optimistic``: traces
-    not found are taken to be new and written with ``COPY`` (a concurrent writer makes it
-    fail with ``IntegrityError``); otherwise they are created if missing and locked."""
+    """Store the spans, by trace, inside the caller's transaction. With ``stored`` (the
+    origins of the traces found before, native ones already left out), the traces not found
+    are taken to be new and written with ``COPY`` (a concurrent writer makes it fail with
+    ``IntegrityError``); without, they are created if missing and locked."""
+    optimistic = stored is not None
     ids = [uuid.UUID(hex=hex_id) for hex_id in by_trace]
     redactor = _Redactor()
-    if optimistic:
-        stored = _traces_stored(ids)
-        by_trace = _external_only(by_trace, stored, result)
-        ids = [uuid.UUID(hex=hex_id) for hex_id in by_trace]
+    if stored is not None:
         new = {h: g for h, g in by_trace.items() if h not in stored}
     else:
         Trace.objects.bulk_create(

@@ -17,6 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from agents.models import Agent
 from traces.models import Step, Trace
 from traces.otlp import (
     TEXT_MAX,
@@ -174,11 +175,22 @@ def test_spans_that_name_a_native_run_are_refused_and_the_run_is_untouched(
     native = trace_create(agent_id=support_agent.pk, query="where is order 7?", llm_backend="sim")
     before = Trace.objects.values().get(pk=native.pk)
     foreign = uuid.uuid4().hex
-    spans = _spans(native.pk.hex) + _spans(foreign)
+    hostile = _spans(native.pk.hex)
+    for span in hostile:
+        if "gen_ai.agent.name" in span.attributes:
+            span.attributes["gen_ai.agent.name"] = "Impostor Bot"
+    spans = hostile + _spans(foreign)
 
     result = otlp_spans_ingest(spans, user_id=None)
 
     assert (result.accepted, result.rejected, result.rejected_native) == (2, 3, 3)
+    # The refused spans' agent is filed nowhere (the foreign trace's is).
+    names = set(Agent.objects.values_list("name", flat=True))
+    assert "Store Bot" in names and "Impostor Bot" not in names
+    # Only refused spans: nothing stored, still no Agent row.
+    again = otlp_spans_ingest(hostile, user_id=None)
+    assert (again.accepted, again.rejected_native) == (0, 3)
+    assert not Agent.objects.filter(name="Impostor Bot").exists()
     assert result.trace_ids == [str(uuid.UUID(hex=foreign))]
     assert "ran itself" in result.message
     assert Trace.objects.values().get(pk=native.pk) == before
