@@ -35,6 +35,7 @@ from agents.repairs import (
     repair_steps_parse,
 )
 from agents.safe_regex import regex_unsafe_reason, schema_regex_problems
+from agents.tools.adapters import schema_references_problems
 
 KINDS = ("pre_condition", "validation_rule", "error_handler", "adapter", "prompt_hint")
 
@@ -122,6 +123,7 @@ def branch_errors(kind: str, branch: Any) -> list[str]:
                 errors.append(f"schema is invalid: {exc.message}")
             else:
                 errors += schema_regex_problems(branch["schema"])
+                errors += schema_references_problems(branch["schema"])
     elif kind == "error_handler":
         if branch["action"] not in ERROR_HANDLER_ACTIONS:
             errors.append(f"action must be one of {', '.join(ERROR_HANDLER_ACTIONS)}")
@@ -173,6 +175,7 @@ def _amend_errors(branch: dict[str, Any]) -> list[str]:
                 errors.append(f"amend.{name} is invalid: {exc.message}")
             else:
                 errors += schema_regex_problems(schema, f"amend.{name}")
+                errors += schema_references_problems(schema, f"amend.{name}")
     version = branch.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         errors.append("version must be a positive integer")

@@ -21,6 +21,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
 
 from agents.safe_regex import regex_search
 
@@ -64,7 +66,7 @@ class ValidationIssue:
 def validate_arguments(*, schema: Mapping[str, Any], arguments: Any) -> list[ValidationIssue]:
     """Validate ``arguments`` against ``schema`` and return the issues in a stable order."""
     issues: list[ValidationIssue] = []
-    for error in _validator(schema).iter_errors(arguments):
+    for error in _schema_errors(schema, arguments):
         issues.extend(_issues_from_error(error))
     return sorted(set(issues), key=lambda issue: (issue.path, issue.validator, issue.message))
 
@@ -86,7 +88,7 @@ def adapt_arguments(
     firings: list[AdapterFiring] = []
 
     errors_by_path: dict[JsonPath, ValidationError] = {}
-    for error in _validator(schema).iter_errors(adapted):
+    for error in _schema_errors(schema, adapted):
         path = tuple(error.absolute_path)
         # "required" has nothing to convert, and the root is the whole argument object.
         if error.validator != "required" and path:
@@ -278,10 +280,59 @@ _ArgumentValidator = extend(
 )
 
 
+def _no_retrieval(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # an attrs class
+
+
+# Schemas come from admins, imported documents, reviewers and the learning loop's model:
+# a reference is followed only inside the schema. Without a registry, jsonschema would
+# fetch any other URI itself (http, file), past the SSRF guard and the allow-list.
+OFFLINE_REGISTRY: Registry[Any] = Registry(retrieve=_no_retrieval)  # type: ignore[call-arg]
+_REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
 def _validator(schema: Mapping[str, Any]) -> Any:
     # Only the date formats are asserted: they are what the date adapters target, and the
     # other formats stay annotations as Draft 2020-12 specifies by default.
-    return _ArgumentValidator(schema, format_checker=_FORMAT_CHECKER)
+    return _ArgumentValidator(schema, format_checker=_FORMAT_CHECKER, registry=OFFLINE_REGISTRY)
+
+
+def _schema_errors(schema: Mapping[str, Any], instance: Any) -> list[ValidationError]:
+    """The validation errors; a reference the schema cannot resolve offline is one of them
+    (a stored schema saved before references were checked), not a crash of the run."""
+    try:
+        return list(_validator(schema).iter_errors(instance))
+    except Unresolvable as exc:
+        return [
+            ValidationError(
+                f"the schema refers to {_clip(str(getattr(exc, 'ref', '')))!r}, which is not "
+                "followed: only references inside the schema ('#/...') are",
+                validator="$ref",
+                instance=instance,
+                schema=schema,
+            )
+        ]
+
+
+def schema_references_problems(schema: Any, where: str = "schema") -> list[str]:
+    """The references of ``schema`` that point outside it (``$ref``, ``$dynamicRef``): a
+    validator follows only ``#...`` ones, so any other is refused where schemas are saved."""
+    problems: list[str] = []
+    stack: list[Any] = [schema]
+    while stack and len(problems) < 5:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, Mapping):
+            for keyword in _REFERENCE_KEYWORDS:
+                ref = node.get(keyword)
+                if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
+                    problems.append(
+                        f"{where}: only references inside the schema ('#/...') are allowed; "
+                        f"{keyword} {_clip(str(ref))!r} is not"
+                    )
+            stack.extend(node.values())
+    return problems
 
 
 def _issues_from_error(error: ValidationError) -> Iterator[ValidationIssue]:
@@ -369,8 +420,11 @@ def _first_valid_proposal(adapter: Adapter, value: Any, schema: Mapping[str, Any
     validator = _validator(schema)
     for candidate_schema in _candidate_schemas(schema):
         for proposal in adapter(value, candidate_schema):
-            if validator.is_valid(proposal):
-                return proposal
+            try:
+                if validator.is_valid(proposal):
+                    return proposal
+            except Unresolvable:
+                return _NO_PROPOSAL
     return _NO_PROPOSAL
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import Draft202012Validator
 
+from agents.tools.adapters import schema_references_problems
 from traces.redaction import redact_text, redact_value
 
 MAX_DOCUMENT_BYTES = 1_000_000
@@ -130,6 +131,7 @@ def _check_schema(schema: Any, where: str, problems: list[str]) -> None:
     except SchemaError as exc:
         problems.append(f"{where}: invalid JSON Schema: {exc.message}")
         return
+    problems += schema_references_problems(schema, where)
     size = len(json.dumps(schema))
     if size > MAX_SCHEMA_BYTES:
         problems.append(
@@ -343,14 +345,15 @@ def _resolve(
 
 def schema_refs_problem(schema: Any) -> str:
     """Why a stored arguments schema's ``$ref`` would fail when a run validates against it
-    (one that points nowhere or off the document, a cycle, a fan-out); "" when none."""
+    (one that points nowhere or off the document, a cycle, a fan-out, a ``$dynamicRef``
+    off the document); "" when none."""
     try:
         _resolve(schema, schema, "the schema")
     except ToolImportError as exc:
         return "; ".join(exc.problems)
     except RecursionError:
         return "the schema is nested too deeply"
-    return ""
+    return "; ".join(schema_references_problems(schema, "the schema"))
 
 
 def _operation_name(path: str, method: str, operation: dict[str, Any]) -> str:
