@@ -2,8 +2,9 @@
 
 Two kinds of match, applied to text and, recursively, to JSON-like values:
 
-- **known secrets**, verbatim: the configured ``LLM_API_KEY`` and every value handed to
-  ``secret_register`` (tool credentials read from the environment at call time);
+- **known secrets**, verbatim and in the forms an API echoes them back (percent-encoded
+  from a query string, JSON-escaped): the configured ``LLM_API_KEY`` and every value
+  handed to ``secret_register`` (tool credentials read from the environment at call time);
 - **patterns**: API keys of the common providers (``sk-...``, ``ghp_...``, ``AKIA...``,
   JWTs, ...), ``Authorization:`` and ``Cookie:`` header values, bearer tokens and this
   API's ``Token <key>``, PEM private keys (a block cut short is redacted to the end), the
@@ -30,6 +31,7 @@ import re
 import threading
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -129,7 +131,8 @@ _registered: set[str] = set()
 
 
 def secret_register(value: str | None) -> None:
-    """Redact ``value`` verbatim from now on (a credential read from the environment)."""
+    """Redact ``value`` from now on, verbatim and in the encoded forms an API may echo
+    (``secret_forms``): a credential read from the environment."""
     if not value or len(value) < MIN_KNOWN_SECRET_LENGTH:
         return
     if value in _registered:
@@ -301,6 +304,21 @@ def _luhn_valid(candidate: str) -> bool:
 _secrets_cache: tuple[tuple[Any, ...], list[str]] | None = None
 
 
+def secret_forms(secret: str) -> set[str]:
+    """``secret`` as an API may echo it back: verbatim, percent-encoded (a credential sent
+    in the query string, upper- or lower-case escapes, ``+`` for a space) and JSON-escaped
+    (``\\u`` escapes, ``\\/``)."""
+    forms = {secret}
+    for encoded in (quote(secret, safe=""), quote(secret), quote_plus(secret)):
+        forms |= {encoded, _PERCENT_ESCAPE.sub(lambda m: m.group(0).lower(), encoded)}
+    for escaped in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]):
+        forms |= {escaped, escaped.replace("/", "\\/")}
+    return forms
+
+
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
 def _known_secrets(extra_secrets: Iterable[str]) -> list[str]:
     global _secrets_cache
     try:
@@ -313,11 +331,14 @@ def _known_secrets(extra_secrets: Iterable[str]) -> list[str]:
     cached = _secrets_cache
     if cached is not None and cached[0] == key:
         return cached[1]
-    secrets = {*_registered, llm_key, *extra}
+    secrets = {
+        form
+        for secret in (*_registered, llm_key, *extra)
+        if secret and len(secret) >= MIN_KNOWN_SECRET_LENGTH
+        for form in secret_forms(secret)
+    }
     # Longest first, so that a secret containing another is replaced whole.
-    found = sorted(
-        (s for s in secrets if s and len(s) >= MIN_KNOWN_SECRET_LENGTH), key=len, reverse=True
-    )
+    found = sorted(secrets, key=len, reverse=True)
     _secrets_cache = (key, found)
     return found
 

@@ -125,6 +125,30 @@ def test_an_echoed_credential_is_redacted_from_the_observation(
     assert f"key {REDACTED} revoked" in result.body
 
 
+ENCODABLE_SECRET = "Zm9vYmFy+c2VjcmV0/a2V5=="  # base64, as many vendors issue keys
+
+
+def test_a_query_credential_echoed_encoded_is_redacted_from_the_observation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An API that echoes the request URL (the key percent-encoded) or writes the key
+    JSON-escaped (``\\/``): neither form reaches the model or the Step."""
+    monkeypatch.setenv("SHOP_API_KEY", ENCODABLE_SECRET)
+    auth = ToolAuth(type="query", env="SHOP_API_KEY", name="key")
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        escaped = ENCODABLE_SECRET.replace("/", "\\/")
+        text = f'{{"error": "no route", "url": "{request.url}", "key": "{escaped}"}}'
+        return httpx.Response(404, text=text, headers={"content-type": "application/json"})
+
+    result, seen = execute(snapshot(auth), {"sku": "A1"}, respond=echo)
+    assert "%2B" in str(seen[0].url)  # sent percent-encoded
+    assert result.code == ExecutorCode.HTTP_ERROR
+    for form in ("Zm9vYmFy", "c2VjcmV0", "a2V5"):
+        assert form not in result.body, result.body
+    assert result.body.count(REDACTED) == 2
+
+
 def test_a_cross_origin_redirect_does_not_carry_the_credential_header(
     monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:

@@ -122,6 +122,18 @@ def test_registered_secret_is_redacted_verbatim() -> None:
     assert redact_value({"note": ["Zq8-registered-credential"]}) == {"note": [REDACTED]}
 
 
+def test_registered_secret_is_redacted_in_the_forms_an_api_echoes() -> None:
+    secret_register("Ab+cd/ef==Gh-registered")
+    for echoed in (
+        "Ab%2Bcd%2Fef%3D%3DGh-registered",  # a query string, as httpx sends it
+        "Ab%2bcd%2fef%3d%3dGh-registered",  # lower-case escapes
+        "Ab%2Bcd/ef%3D%3DGh-registered",  # a path, '/' kept
+        "Ab+cd\\/ef==Gh-registered",  # JSON with escaped slashes
+    ):
+        assert redact_text(f"url={echoed}&x=1") == f"url={REDACTED}&x=1", echoed
+        assert redact_value({"echo": echoed}) == {"echo": REDACTED}
+
+
 def test_too_short_secrets_are_not_registered() -> None:
     secret_register("abc")
     assert redact_text("abcabc") == "abcabc"
