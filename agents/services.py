@@ -405,6 +405,31 @@ def tool_unsuspend(*, tool_id: int, actor: Any) -> Tool:
     return tool
 
 
+class TooManyRunsInFlight(Exception):
+    """The user already has ``AGENT_RUNS_IN_FLIGHT_PER_USER`` runs queued or running."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"You already have as many runs queued or running as one user may ({limit}); "
+            "wait for some of them to finish, then start more."
+        )
+        self.limit = limit
+
+
+def run_admission_check(*, user_id: int | None) -> None:
+    """Refuse a new run from a user who has the most runs in flight allowed (a soft limit:
+    requests at the same instant may pass it by a few). Raises ``TooManyRunsInFlight``."""
+    limit = settings.AGENT_RUNS_IN_FLIGHT_PER_USER
+    if not limit or user_id is None:
+        return
+    in_flight = Trace.objects.filter(
+        created_by_id=user_id, status__in=[Trace.Status.QUEUED, Trace.Status.RUNNING]
+    )[:limit].count()  # bounded: an index range of at most ``limit`` rows
+    if in_flight >= limit:
+        logger.warning("run.refused_in_flight", extra={"user_id": user_id, "limit": limit})
+        raise TooManyRunsInFlight(limit)
+
+
 def run_start(
     *,
     agent: Agent,

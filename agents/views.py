@@ -28,8 +28,10 @@ from agents.selectors import (
 )
 from agents.services import (
     START_RUN,
+    TooManyRunsInFlight,
     agent_ensure_default,
     customer_fact_delete,
+    run_admission_check,
     run_start,
     tool_set_enabled,
     tool_unsuspend,
@@ -56,6 +58,11 @@ def _session_key(request: HttpRequest) -> str:
 def _chat(request: HttpRequest, *, template: str, here: str) -> HttpResponse:
     session_id = _session_key(request)
     form = ChatForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run_admission_check(user_id=request.user.pk)
+        except TooManyRunsInFlight as exc:
+            form.add_error(None, str(exc))
     if request.method == "POST" and form.is_valid():
         run_start(
             agent=agent_ensure_default(),

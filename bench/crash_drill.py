@@ -188,6 +188,8 @@ def drill(*, runs: int, kills: int, deadline_s: float, redis_db: int, seed: int)
             "LLM_BACKEND": "openai",
             "LLM_BASE_URL": model.base_url,
             "LLM_API_KEY": "drill-key",
+            # The load posts every run as one user: no per-user limit on runs in flight.
+            "AGENT_RUNS_IN_FLIGHT_PER_USER": "0",
             "LLM_MODEL": "fake-model",
             "LLM_STRUCTURED_OUTPUT": "json_schema",
             "LLM_TIMEOUT_SECONDS": "2",

@@ -166,6 +166,8 @@ def measure(
             "REFLEXION_ENABLED": "false",
             "WORKERS": "1",
             "WORKER_CONCURRENCY": "500",
+            # The load posts every run as one user: no per-user limit on runs in flight.
+            "AGENT_RUNS_IN_FLIGHT_PER_USER": "0",
             **CONFIGS[config],
         }
     )

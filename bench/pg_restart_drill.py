@@ -156,6 +156,8 @@ def drill(
         env.update(
             {
                 "LLM_BACKEND": "simulated",
+                # Runs queue while the database is away, all one user's: no limit on them.
+                "AGENT_RUNS_IN_FLIGHT_PER_USER": "0",
                 "LLM_SIM_LATENCY_MS": str(int(model_latency_s * 1000)),
                 "LLM_SIM_ERROR_RATES": "{}",
                 "LLM_TIMEOUT_SECONDS": "2",

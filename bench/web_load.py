@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="agentops-webload-"))
     app = production_app(workdir, name_suffix="_webload", redis_db=args.redis_db)
+    # Every simulated user posts runs with one token: no per-user limit on runs in flight.
+    app.env["AGENT_RUNS_IN_FLIGHT_PER_USER"] = "0"
     load = os.getloadavg()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     try:

@@ -173,6 +173,12 @@ class Trace(models.Model):
             models.Index(fields=["query_hash"], name="trace_query_hash"),
             models.Index(fields=["session_id"], name="trace_session"),
             models.Index(fields=["customer_id"], name="trace_customer"),
+            # A user's runs in flight, counted before each new one (AGENT_RUNS_IN_FLIGHT_PER_USER).
+            models.Index(
+                fields=["created_by"],
+                name="trace_owner_in_flight",
+                condition=models.Q(status__in=["queued", "running"]),
+            ),
             # The learning sweep's work list: small, since a mark lives for seconds.
             models.Index(
                 fields=["finished_at"],

@@ -1,13 +1,23 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, status
+from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.api.serializers import RunAcceptedSerializer, RunCreateSerializer
-from agents.services import START_RUN, agent_ensure_default, run_start
+from agents.services import (
+    START_RUN,
+    TooManyRunsInFlight,
+    agent_ensure_default,
+    run_admission_check,
+    run_start,
+)
 from config.api_parsers import BoundedJSONParser
-from traces.api.schema import AUTH_ERRORS, BAD_REQUEST, UNSUPPORTED_MEDIA_TYPE
+from traces.api.schema import AUTH_ERRORS, BAD_REQUEST, TOO_MANY_RUNS, UNSUPPORTED_MEDIA_TYPE
+
+# A refused run (too many in flight) is worth retrying after a few seconds.
+RETRY_AFTER_SECONDS = 5
 
 
 class CanStartRuns(permissions.BasePermission):
@@ -30,6 +40,7 @@ class RunCreateView(APIView):
             202: RunAcceptedSerializer,
             400: BAD_REQUEST,
             415: UNSUPPORTED_MEDIA_TYPE,
+            429: TOO_MANY_RUNS,
             **AUTH_ERRORS,
         },
     )
@@ -37,6 +48,10 @@ class RunCreateView(APIView):
         serializer = RunCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        try:
+            run_admission_check(user_id=request.user.pk)
+        except TooManyRunsInFlight as exc:
+            raise Throttled(wait=RETRY_AFTER_SECONDS, detail=str(exc)) from exc
         trace = run_start(
             agent=data.get("agent") or agent_ensure_default(),
             query=data["query"],

@@ -311,6 +311,10 @@ LLM_SIM_HINT_FOLLOW_RATE = env.float("LLM_SIM_HINT_FOLLOW_RATE", default=0.9)
 
 # --- Runtime breakers and pipeline --------------------------------------------
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=8)
+# Runs one user may have queued or running at once (the API and the chat answer 429 / an
+# error past it): a loop in a client, or a stolen token, cannot queue unbounded model calls.
+# 0: no limit (load generators posting as one user).
+AGENT_RUNS_IN_FLIGHT_PER_USER = env.int("AGENT_RUNS_IN_FLIGHT_PER_USER", default=100)
 AGENT_MAX_CONSECUTIVE_VALIDATION_FAILURES = env.int(
     "AGENT_MAX_CONSECUTIVE_VALIDATION_FAILURES", default=2
 )

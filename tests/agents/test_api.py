@@ -313,3 +313,33 @@ def test_a_form_encoded_run_is_refused_with_415(api: APIClient, support_agent: A
     response = api.post("/api/runs/", {"query": '{"": false}'})
     assert response.status_code == 415
     assert not Trace.objects.exists()
+
+
+def test_a_user_with_too_many_runs_in_flight_gets_a_429_and_others_do_not(
+    api: APIClient, support_user: Any, ops_user: Any, support_agent: Any, settings: Any
+) -> None:
+    """AGENT_RUNS_IN_FLIGHT_PER_USER: a loop in a client cannot queue unbounded model
+    calls. Ended runs and other users' runs do not count; 0 lifts the limit."""
+    settings.AGENT_RUNS_IN_FLIGHT_PER_USER = 2
+    for status in ("queued", "running", "finished"):
+        trace = trace_create(
+            agent_id=support_agent.pk,
+            query="q",
+            llm_backend="simulated",
+            created_by_id=support_user.pk,
+        )
+        Trace.objects.filter(pk=trace.pk).update(status=status)
+
+    refused = api.post("/api/runs/", {"query": "one more"}, format="json")
+
+    assert refused.status_code == 429, refused.content
+    assert refused["Retry-After"] == "5"
+    assert "runs queued or running as one user may (2)" in refused.json()["detail"]
+    assert Trace.objects.filter(query="one more").count() == 0
+    other = APIClient()
+    other.force_authenticate(ops_user)
+    assert other.post("/api/runs/", {"query": "mine"}, format="json").status_code == 202
+    Trace.objects.filter(created_by=support_user, status="running").update(status="failed")
+    assert api.post("/api/runs/", {"query": "now"}, format="json").status_code == 202
+    settings.AGENT_RUNS_IN_FLIGHT_PER_USER = 0
+    assert api.post("/api/runs/", {"query": "unlimited"}, format="json").status_code == 202

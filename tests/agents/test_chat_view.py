@@ -266,3 +266,25 @@ def test_an_unfinished_run_streams_only_when_live_events_are_on(
     page = client.get("/").content.decode()
     assert (f'data-stream="/ws/runs/{run.pk}/"' in page) is live
     assert f'hx-get="/traces/{run.pk}/run/"' in page  # the polling fallback is always there
+
+
+def test_a_support_agent_with_too_many_runs_in_flight_is_told_and_keeps_the_text(
+    client: Any, support_user: Any, support_agent: Any, settings: Any
+) -> None:
+    from traces.services import trace_create
+
+    settings.AGENT_RUNS_IN_FLIGHT_PER_USER = 1
+    trace_create(
+        agent_id=support_agent.pk,
+        query="earlier",
+        llm_backend="simulated",
+        created_by_id=support_user.pk,
+    )
+    client.force_login(support_user)
+
+    response = client.post("/", {"query": "Is the Aurora jacket in stock?"})
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "as one user may (1)" in page and "Is the Aurora jacket in stock?" in page
+    assert Trace.objects.count() == 1

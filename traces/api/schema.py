@@ -38,3 +38,8 @@ UNSUPPORTED_MEDIA_TYPE = OpenApiResponse(
 )
 
 AUTH_ERRORS = {401: UNAUTHENTICATED, 403: FORBIDDEN}
+TOO_MANY_RUNS = OpenApiResponse(
+    ErrorDetailSerializer,
+    description="The user already has `AGENT_RUNS_IN_FLIGHT_PER_USER` runs queued or running "
+    "(`Retry-After` in seconds).",
+)
