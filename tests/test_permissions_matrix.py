@@ -281,13 +281,14 @@ ROUTES: dict[str, Route] = {
     "otlp/v1/traces": Route(
         "/otlp/v1/traces", {"GET": (A, 403, 403, 405, 405), "POST": (A, 403, 403, 200, 200)}, {}
     ),
-    "api/schema/": Route("/api/schema/", {"GET": PUBLIC}),
+    # The API's schema and docs: any signed-in user or token holder, nobody else.
+    "api/schema/": Route("/api/schema/", {"GET": (A, 200, 200, 200, 200)}),
     # The health check: open to a load balancer's probe; it says only whether the database
     # answers.
     "healthz": Route("/healthz", {"GET": PUBLIC, "POST": NO_GET}),
     # Unknown API paths are the API's JSON 404 for everyone, signed in or not.
     "^api/": Route("/api/no-such-endpoint/", {"GET": (404,) * 5, "POST": (404,) * 5}),
-    "api/docs/": Route("/api/docs/", {"GET": PUBLIC}),
+    "api/docs/": Route("/api/docs/", {"GET": (A, 200, 200, 200, 200)}),
     # --- the sandbox shop: the agents' external system, open like a public API ------------
     "sandbox/api/users/<str:user_id>": Route(
         "/sandbox/api/users/{shop_user}", {"GET": PUBLIC, "POST": NO_GET}
