@@ -288,3 +288,44 @@ def test_a_support_agent_with_too_many_runs_in_flight_is_told_and_keeps_the_text
     assert response.status_code == 200
     assert "as one user may (1)" in page and "Is the Aurora jacket in stock?" in page
     assert Trace.objects.count() == 1
+
+
+def test_an_answer_shows_the_facts_it_rests_on_and_the_strategies_that_fired(
+    client: Any, support_user: Any, support_agent: Any
+) -> None:
+    """UI.md: for every answer, which strategies fired and the step that justified each
+    fact, in the chat itself (the trace page has them too)."""
+    from django.utils import timezone
+
+    from traces.models import Step
+    from traces.services import trace_create
+
+    client.force_login(support_user)
+    client.get("/")  # the conversation of this session
+    session_id = client.session["chat_session"]
+    trace = trace_create(
+        agent_id=support_agent.pk,
+        query="Where is order W1?",
+        llm_backend="simulated",
+        session_id=session_id,
+        created_by_id=support_user.pk,
+    )
+    now = timezone.now()
+    Step.objects.create(
+        trace=trace, step_number=1, phase="action", tool_name="get_order", ok=True,
+        strategies_applied=[{"id": 41, "kind": "adapter"}], started_at=now,
+    )  # fmt: skip
+    Step.objects.create(
+        trace=trace, step_number=2, phase="final", action_type="final_answer", ok=True,
+        strategies_applied=[{"id": 41, "kind": "adapter"}, {"id": 42, "kind": "prompt_hint"}],
+        details={"facts": [{"text": "shipped on Dec 1", "field": "status", "value": "shipped",
+                            "kind": "field", "step": 1}]},
+        started_at=now,
+    )  # fmt: skip
+    Trace.objects.filter(pk=trace.pk).update(status="finished", final_answer="It shipped.")
+
+    page = client.get("/").content.decode()
+
+    assert "What this answer rests on" in page
+    assert "shipped on Dec 1" in page and f"/traces/{trace.pk}/#step-1" in page
+    assert "S41 (adapter), S42 (prompt_hint)" in page
