@@ -36,6 +36,7 @@ from policies.selectors import strategies_citable
 from policies.services import (
     CONFIDENCE_START,
     audit,
+    failure_unrelated,
     strategy_activate,
     strategy_evidence_record,
 )
@@ -1093,7 +1094,7 @@ def reflexion_for_failure(
     facts: FailureFacts, *, auto_approve: bool | None = None
 ) -> ReflexionProposal:
     """Turn one classified failure into a strategy, an agreement, or a recorded rejection."""
-    from policies.replay import strategy_replay
+    from policies.replay import strategy_replay, strategy_replay_outcome
 
     stop = negative_feedback_stop(facts)
     if stop:
@@ -1141,9 +1142,23 @@ def reflexion_for_failure(
             # this new, independent failure too. A pass moves confidence like a successful
             # application, a failure like a failed one, so a rule that keeps fixing fresh
             # failures can reach the auto-merge bar and one that does not sinks.
-            passed, _detail = strategy_replay(proposal=proposal, facts=facts)
+            replayed = strategy_replay_outcome(proposal=proposal, facts=facts)
+            if not replayed.passed and failure_unrelated(
+                replayed.error_types, target=same.error_type
+            ):
+                # It fixed what it targets and the replay then met something no strategy
+                # changes (the order does not exist, the upstream is down): no evidence.
+                logger.info(
+                    "reflexion.evidence_inconclusive",
+                    extra={
+                        "strategy": same.pk,
+                        "trace_id": facts.trace_id,
+                        "error_types": sorted(replayed.error_types),
+                    },
+                )
+                return record
             same = strategy_evidence_record(
-                strategy_id=same.pk, passed=passed, trace_id=facts.trace_id
+                strategy_id=same.pk, passed=replayed.passed, trace_id=facts.trace_id
             )
             if auto_approve is None and strategy_auto_mergeable(same):
                 strategy_auto_merge(strategy=same)

@@ -19,6 +19,7 @@ import asyncio
 import hashlib
 import json
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +55,7 @@ from agents.tools.executor import (
 from policies.branches import KINDS, adapter_rule, runtime_policy_compile
 from policies.selectors import runtime_policy_for_run
 from policies.services import GROUNDED_OUTCOMES
-from traces.classifier import ErrorEvent, classify_error, error_rules_aload
+from traces.classifier import ErrorEvent, classify_error, error_rules_aload, error_rules_load
 from traces.models import Job, Step, Trace
 from traces.services import job_finish, job_progress, job_running
 
@@ -62,11 +63,30 @@ if TYPE_CHECKING:
     from policies.reflexion import FailureFacts, Proposal
 
 
+# What the failing stage of ``strategy_replay_outcome``'s replay met: failed calls
+# (ToolCallResult) and the error types of a failed replay run.
+_replay_failures: ContextVar[list[Any] | None] = ContextVar("replay_failures", default=None)
+
+
+def _failure_seen(failure: Any) -> None:
+    seen = _replay_failures.get()
+    if seen is not None:
+        seen.append(failure)
+
+
+def _result_event(result: ToolCallResult) -> ErrorEvent:
+    if result.code == ExecutorCode.HTTP_ERROR:
+        return ErrorEvent(source="http", status_code=result.status_code, body=result.body)
+    return ErrorEvent(source="executor", exception_class=result.code, body=result.detail)
+
+
 async def _call(executor: ToolExecutor, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
     checked = executor.validate(tool, arguments)
     if isinstance(checked, ValidationFailure):
         return False, f"{checked.code}: {checked.detail}"
     result = await executor.execute(checked)
+    if not result.ok:
+        _failure_seen(result)
     return result.ok, f"{tool} {canonical_json(arguments)} -> {result.status_code or result.code}"
 
 
@@ -142,6 +162,8 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
                     param_locations=fired_locations(fired, arguments),
                 )
             )
+            if not result.ok:
+                _failure_seen(result)
             return result.ok, f"{facts.tool} {canonical_json(arguments)} -> {result.status_code}"
         if proposal.kind == "pre_condition":
             value = arguments.get(branch["arg"])
@@ -283,6 +305,11 @@ def _replay_run(proposal: Proposal, facts: FailureFacts, *, job_id: int) -> tupl
         proposal.kind == "prompt_hint" and replay.steps.filter(error_type=facts.error_type).exists()
     )
     ok = grounded and not repeated
+    if not ok:
+        for error_type in set(
+            replay.steps.exclude(error_type="").values_list("error_type", flat=True)
+        ):
+            _failure_seen(error_type)
     detail = f"replay run {replay.pk}: {replay.status}"
     if replay.outcome:
         detail += f" ({replay.outcome})"
@@ -372,11 +399,7 @@ async def _handler_act(
     would (it acts only on its own error type). A hand-over answers nobody: no success."""
     if result.ok:
         return True
-    if result.code == ExecutorCode.HTTP_ERROR:
-        event = ErrorEvent(source="http", status_code=result.status_code, body=result.body)
-    else:
-        event = ErrorEvent(source="executor", exception_class=result.code, body=result.detail)
-    if classify_error(event, rules) != branch["on"]:
+    if classify_error(_result_event(result), rules) != branch["on"]:
         return False
     action = branch["action"]
     if action == "degrade_cache":
@@ -669,6 +692,36 @@ def replay_stages(proposal: Proposal, facts: FailureFacts) -> list[str]:
     return [first, *regression, "run"]
 
 
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """``strategy_replay``'s verdict, with the error types its failing stage met (the
+    replayed calls' and the replayed run's; empty when it failed another way)."""
+
+    passed: bool
+    detail: str
+    error_types: frozenset[str] = frozenset()
+
+
+def strategy_replay_outcome(*, proposal: Proposal, facts: FailureFacts) -> ReplayOutcome:
+    """``strategy_replay``, telling what the replay failed on: a replay that fixed the
+    error it targets and then met another (the order does not exist) can be told from one
+    that did not fix it (``policies.services.failure_unrelated``)."""
+    seen: list[Any] = []
+    token = _replay_failures.set(seen)
+    try:
+        passed, detail = strategy_replay(proposal=proposal, facts=facts)
+    finally:
+        _replay_failures.reset(token)
+    if passed or not seen:
+        return ReplayOutcome(passed, detail)
+    rules = error_rules_load()
+    types = {
+        item if isinstance(item, str) else classify_error(_result_event(item), rules)
+        for item in seen
+    }
+    return ReplayOutcome(passed, detail, frozenset(types))
+
+
 def strategy_replay(*, proposal: Proposal, facts: FailureFacts) -> tuple[bool, str]:
     """Replay ``proposal`` through its stages (``replay_stages``); (passed, what happened).
 
@@ -703,6 +756,9 @@ def strategy_replay(*, proposal: Proposal, facts: FailureFacts) -> tuple[bool, s
         result_url = reverse("traces:detail", args=[facts.trace_id])
         passed = True
         for done, stage in enumerate(stages):
+            seen = _replay_failures.get()
+            if seen is not None:
+                seen.clear()  # what the failing stage met, not what a passing one did
             if stage == "run":
                 passed, detail, result_url = _replay_run(proposal, facts, job_id=job.pk)
             elif stage == "paired":

@@ -32,6 +32,27 @@ REVIEW_AFTER_CONSECUTIVE_FAILURES = 2
 
 # Strategies judged on the step they touched vs on the whole run.
 STEP_LEVEL_KINDS = frozenset({"adapter", "pre_condition", "error_handler"})
+# Errors that say the call itself was wrong: whatever a strategy targets, a call it shaped
+# that fails this way counts against it. UNKNOWN is counted too: nothing says it is not.
+CALLER_ERROR_TYPES = frozenset(
+    {
+        "INVALID_PARAMETER",
+        "MISSING_REQUIRED_FIELD",
+        "TYPE_MISMATCH",
+        "INVALID_ENDPOINT",
+        "TOOL_NOT_ALLOWED",
+        "UNKNOWN",
+    }
+)
+
+
+def failure_unrelated(error_types: set[str] | frozenset[str], *, target: str) -> bool:
+    """Whether failures of these types say nothing about a strategy that targets ``target``:
+    each is another class (the order does not exist, the upstream is down), none is the
+    target or a sign that the call was malformed. A strategy that turned a TYPE_MISMATCH
+    into a well-formed request for an order that does not exist did its job; the missing
+    order is not its failure, and no strategy could have found the order."""
+    return bool(error_types) and not (error_types & (CALLER_ERROR_TYPES | {target}))
 
 
 def confidence_next(confidence: float, *, success: bool) -> float:
@@ -185,7 +206,26 @@ def run_outcomes_record(
 
 
 def _run_outcomes(trace: Trace, rows: list[_ScoredStep]) -> list[tuple[int, bool]]:
-    """What each strategy that acted on the ended run scores (``run_outcomes_record``)."""
+    """What each strategy that acted on the ended run scores (``run_outcomes_record``),
+    strategies deleted since the run left out; one query, none when no strategy acted."""
+    applied_ids = {
+        applied.get("id")
+        for row in rows
+        for applied in row.strategies_applied or ()
+        if isinstance(applied, dict) and isinstance(applied.get("id"), int)
+    }
+    if not applied_ids:
+        return []
+    targets = dict(Strategy.objects.filter(pk__in=applied_ids).values_list("pk", "error_type"))
+    return _outcomes_of(trace, rows, targets)
+
+
+def _outcomes_of(
+    trace: Trace, rows: list[_ScoredStep], targets: dict[int, str]
+) -> list[tuple[int, bool]]:
+    """``_run_outcomes`` given ``targets``: the strategies that still exist, each with the
+    error type it targets. A step-level strategy whose step failed for an unrelated reason
+    (``failure_unrelated``) is not scored."""
     steps = [row for row in rows if row.strategies_applied != []]
     error_types = {row.error_type for row in rows if row.error_type}
     grounded = trace.outcome in GROUNDED_OUTCOMES
@@ -194,9 +234,13 @@ def _run_outcomes(trace: Trace, rows: list[_ScoredStep]) -> list[tuple[int, bool
     for step in steps:
         for applied in step.strategies_applied:
             strategy_id, kind = applied.get("id"), applied.get("kind")
-            if not isinstance(strategy_id, int):
+            if not isinstance(strategy_id, int) or strategy_id not in targets:
                 continue
             if kind in STEP_LEVEL_KINDS:
+                if not step.ok and failure_unrelated(
+                    {step.error_type or "UNKNOWN"}, target=targets[strategy_id]
+                ):
+                    continue
                 outcomes.append((strategy_id, bool(step.ok) and grounded))
             elif kind == "validation_rule":
                 if _rule_blocked(step, strategy_id):
@@ -209,17 +253,12 @@ def _run_outcomes(trace: Trace, rows: list[_ScoredStep]) -> list[tuple[int, bool
 
 
 def _outcomes_record(outcomes: list[tuple[int, bool]], *, trace_id: str) -> dict[int, bool]:
-    """Record each outcome on its strategy, skipping strategies deleted since the run."""
-    if not outcomes:
-        return {}
-    known = set(
-        Strategy.objects.filter(pk__in=[sid for sid, _ in outcomes]).values_list("pk", flat=True)
-    )
+    """Record each outcome on its strategy (strategies deleted since the run are left out
+    by ``_run_outcomes``)."""
     result: dict[int, bool] = {}
     for strategy_id, success in outcomes:
-        if strategy_id in known:
-            strategy_outcome_record(strategy_id=strategy_id, success=success, trace_id=trace_id)
-            result[strategy_id] = success
+        strategy_outcome_record(strategy_id=strategy_id, success=success, trace_id=trace_id)
+        result[strategy_id] = success
     return result
 
 

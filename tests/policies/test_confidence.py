@@ -129,7 +129,7 @@ def test_run_outcomes_score_step_level_and_run_level_strategies(
                 step_number=2,
                 phase="action",
                 ok=False,
-                error_type="TIMEOUT",
+                error_type="TYPE_MISMATCH",  # the adapter's own target, still failing
                 started_at=now,
                 strategies_applied=[{"id": adapter.pk, "kind": "adapter"}],
             ),
@@ -149,6 +149,45 @@ def test_run_outcomes_score_step_level_and_run_level_strategies(
     assert outcomes == {adapter.pk: False, hint.pk: True}
     hint.refresh_from_db()
     assert hint.applications == 1 and hint.confidence == 0.75
+
+
+@pytest.mark.parametrize(
+    ("error_type", "scored"),
+    [
+        ("RESOURCE_NOT_FOUND", None),  # a well-formed call for an order that does not exist
+        ("SERVICE_UNAVAILABLE", None),  # the upstream was down
+        ("TIMEOUT", None),
+        ("TYPE_MISMATCH", False),  # its own target: it did not fix it
+        ("INVALID_PARAMETER", False),  # the call it shaped was malformed
+        ("UNKNOWN", False),  # nothing says it was not the strategy's doing
+    ],
+)
+def test_a_step_that_failed_for_an_unrelated_reason_does_not_score_its_strategy(
+    make_strategy: Any, support_agent: Any, error_type: str, scored: bool | None
+) -> None:
+    """An adapter that turned a TYPE_MISMATCH into a well-formed request is not blamed for
+    what no strategy could change: a canary's runs for orders that do not exist retired a
+    correct fix before this."""
+    adapter = make_strategy()  # targets TYPE_MISMATCH
+    trace = trace_create(agent_id=support_agent.pk, query="q", llm_backend="simulated")
+    Step.objects.create(
+        trace=trace,
+        step_number=1,
+        phase="action",
+        ok=False,
+        error_type=error_type,
+        started_at=timezone.now(),
+        strategies_applied=[{"id": adapter.pk, "kind": "adapter"}],
+    )
+    Trace.objects.filter(pk=trace.pk).update(status="failed", outcome="failed")
+
+    outcomes = run_outcomes_record(trace_id=str(trace.pk))
+
+    assert outcomes == ({} if scored is None else {adapter.pk: scored})
+    adapter.refresh_from_db()
+    assert (adapter.applications, adapter.confidence) == (
+        (0, 0.7) if scored is None else (1, pytest.approx(0.55))
+    )
 
 
 def _scored_run(
@@ -344,7 +383,7 @@ def test_run_outcomes_record_one_event_per_application_linked_to_the_run(
                 step_number=number,
                 phase="action",
                 ok=ok,
-                error_type="" if ok else "TIMEOUT",
+                error_type="" if ok else "INVALID_PARAMETER",
                 started_at=now,
                 strategies_applied=[{"id": adapter.pk, "kind": "adapter"}],
             )

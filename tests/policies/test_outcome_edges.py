@@ -24,7 +24,7 @@ def _run(support_agent: Any, applied: list[dict[str, Any]], *, ok: bool) -> Trac
         step_number=1,
         phase="action",
         ok=ok,
-        error_type="" if ok else "TIMEOUT",
+        error_type="" if ok else "TYPE_MISMATCH",  # what the adapters target
         started_at=timezone.now(),
         strategies_applied=applied,
     )
