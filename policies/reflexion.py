@@ -182,7 +182,7 @@ def _retry_after(step: Any) -> float | None:
 
 # --- deterministic analyzers ---------------------------------------------------------
 # Failures on the upstream's side that a cached result can stand in for.
-UPSTREAM_FAILURES = ("TIMEOUT", "INTERNAL_SERVER_ERROR", "SERVICE_UNAVAILABLE")
+UPSTREAM_FAILURES = ("TIMEOUT", "INTERNAL_SERVER_ERROR", "SERVICE_UNAVAILABLE", "CONNECTION_ERROR")
 
 
 def _body_json(facts: FailureFacts) -> dict[str, Any]:
@@ -411,8 +411,8 @@ def analyze_retry_after(facts: FailureFacts) -> Proposal | None:
 
 
 def analyze_upstream_failure(facts: FailureFacts) -> Proposal | None:
-    """TIMEOUT / INTERNAL_SERVER_ERROR / SERVICE_UNAVAILABLE -> degrade to cached data (or a
-    human)."""
+    """TIMEOUT / INTERNAL_SERVER_ERROR / SERVICE_UNAVAILABLE / CONNECTION_ERROR (a reset, a
+    hang-up mid-body) -> degrade to cached data (or a human)."""
     if facts.error_type not in UPSTREAM_FAILURES or not facts.tool:
         return None
     return Proposal(

@@ -323,7 +323,7 @@ def _replay_run(proposal: Proposal, facts: FailureFacts, *, job_id: int) -> tupl
 # --- stage 1 for random faults: paired replays --------------------------------------------
 # Failures an upstream produces at random: one replay that happens to succeed proves nothing.
 RANDOM_FAULTS = frozenset(
-    {"RATE_LIMITED", "INTERNAL_SERVER_ERROR", "SERVICE_UNAVAILABLE", "TIMEOUT"}
+    {"RATE_LIMITED", "INTERNAL_SERVER_ERROR", "SERVICE_UNAVAILABLE", "TIMEOUT", "CONNECTION_ERROR"}
 )
 RANDOM_FAULT_PAIRS = 6
 # One-sided exact sign test over the discordant pairs: with 6 pairs, p <= 0.05 needs the

@@ -82,6 +82,11 @@ E, H, M, F, R, G = (
 )
 T = ErrorType
 
+NOT_FOUND_PATTERN = (
+    r"not[ _-]?found|no such|does not exist|doesn't exist"
+    r"|unknown (order|sku|id|customer|product|item)"
+)
+
 DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
     _rule(
         10,
@@ -140,6 +145,27 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
         exception_class="RESPONSE_TOO_LARGE",
     ),
     _rule(53, "In-process tool raised", E, T.INTERNAL_SERVER_ERROR, exception_class="TOOL_ERROR"),
+    # A 2xx that is no result (agents.tools.executor.response_body_problem): an error
+    # envelope naming a missing resource, else a broken upstream.
+    _rule(
+        55,
+        "2xx whose body says the resource does not exist",
+        E,
+        T.RESOURCE_NOT_FOUND,
+        exception_class="BAD_RESPONSE",
+        body_pattern=NOT_FOUND_PATTERN,
+    ),
+    _rule(
+        56,
+        "2xx whose body is an error, an HTML page or broken JSON",
+        E,
+        T.INTERNAL_SERVER_ERROR,
+        exception_class="BAD_RESPONSE",
+    ),
+    # Ahead of the 4xx rules that read the body: "the Authorization header is required" on
+    # a 401 is no missing argument, nor is "order id is required" on a 404.
+    _rule(57, "401 / 403", H, T.UNAUTHORIZED, status=(401, 403)),
+    _rule(58, "404", H, T.RESOURCE_NOT_FOUND, status=(404, 404)),
     _rule(
         54,
         "Tool credential not configured",
@@ -166,13 +192,14 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
         status=(400, 422),
         body_pattern=r"missing_required_field|is required|required field",
     ),
-    _rule(62, "401 / 403", H, T.UNAUTHORIZED, status=(401, 403)),
-    _rule(63, "404", H, T.RESOURCE_NOT_FOUND, status=(404, 404)),
     _rule(64, "408 / 504 gateway timeout", H, T.TIMEOUT, status=(408, 408)),
     _rule(65, "504", H, T.TIMEOUT, status=(504, 504)),
     _rule(66, "429", H, T.RATE_LIMITED, status=(429, 429)),
     _rule(67, "Any other 5xx", H, T.INTERNAL_SERVER_ERROR, status=(500, 599)),
     _rule(68, "Any other 4xx", H, T.INVALID_PARAMETER, status=(400, 499)),
+    # Redirects are followed (and checked) by the executor: a 3xx that reaches here has no
+    # usable Location, or is a 304 to a request that asked for no cache.
+    _rule(69, "Unexpected 3xx", H, T.INVALID_ENDPOINT, status=(300, 399)),
     _rule(70, "Unparseable model output", M, T.MODEL_FORMAT_ERROR),
     _rule(
         80,

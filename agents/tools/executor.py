@@ -5,6 +5,7 @@ size cap, standard error codes. Nothing the model says reaches the network unche
 from __future__ import annotations
 
 import asyncio
+import codecs
 import inspect
 import json
 import re
@@ -39,7 +40,7 @@ from agents.tools.ssrf import (
     UnparseableURL,
     ssrf_safe_request,
 )
-from traces.redaction import redact_known_secrets, redact_text, redact_value
+from traces.redaction import redact_known_secrets, redact_text, redact_value, storable_text
 
 
 class ExecutorCode:
@@ -55,8 +56,99 @@ class ExecutorCode:
     CONNECTION_ERROR = "CONNECTION_ERROR"
     RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
     HTTP_ERROR = "HTTP_ERROR"
+    # A 2xx whose body is an error ({"error": "not_found"}, {"ok": false}), an HTML page, or
+    # not the JSON it declares: a failed call, whatever the status says.
+    BAD_RESPONSE = "BAD_RESPONSE"
     TOOL_ERROR = "TOOL_ERROR"
     CREDENTIAL_MISSING = "CREDENTIAL_MISSING"
+
+
+def _charset(content_type: str) -> str:
+    """The charset a Content-Type declares, if Python knows it; else UTF-8."""
+    match = re.search(r"charset\s*=\s*\"?([A-Za-z0-9._:-]+)", content_type)
+    if match:
+        try:
+            return codecs.lookup(match.group(1)).name
+        except LookupError:
+            pass
+    return "utf-8"
+
+
+# Keys an error envelope carries besides the error itself; a body with any other key holds
+# data, whatever its "error" says.
+_ERROR_ENVELOPE_KEYS = frozenset(
+    {
+        "error",
+        "errors",
+        "message",
+        "msg",
+        "code",
+        "status",
+        "status_code",
+        "statuscode",
+        "detail",
+        "details",
+        "ok",
+        "success",
+        "request_id",
+        "requestid",
+        "trace_id",
+        "timestamp",
+        "path",
+        "type",
+        "title",
+    }
+)
+_ERROR_STATUSES = frozenset({"error", "fail", "failed", "failure"})
+
+
+def response_body_problem(body: str, content_type: str) -> str:
+    """Why a 2xx response is no result after all, or "": an HTML page where the tool reads
+    JSON, a body that is not the JSON it declares, or an error envelope (``{"error": …}``,
+    ``{"ok": false}``, ``{"status": "error"}``) with no data beside it. Plain text and an
+    empty body pass: the observation shows them as they are."""
+    stripped = body.lstrip()
+    if not stripped:
+        return ""
+    media = content_type.split(";")[0].strip().lower()
+    if "html" in media or stripped[:14].lower().startswith(("<!doctype html", "<html")):
+        return "an HTML page, not the JSON the tool reads"
+    declared = media.endswith("json")
+    if not (declared or stripped[0] in "{["):
+        return ""
+    try:
+        data = json.loads(body, strict=False)
+    except ValueError as exc:
+        # Only a body that says it is JSON is held to it ("[INFO] …" is plain text).
+        return f"a body that is not valid JSON ({getattr(exc, 'msg', exc)})" if declared else ""
+    if not isinstance(data, dict):
+        return ""
+    failed = data.get("ok") is False or data.get("success") is False
+    keys = {str(key).lower() for key in data}
+    if data.get("data") in (None, {}, []):
+        keys.discard("data")  # GraphQL's shape: {"errors": […], "data": null}
+    envelope = keys <= _ERROR_ENVELOPE_KEYS
+    error = data.get("error") or data.get("errors")
+    status = data.get("status")
+    if envelope and (
+        error or (isinstance(status, str) and status.strip().lower() in _ERROR_STATUSES)
+    ):
+        failed = True
+    if not failed:
+        return ""
+    return "an error in its body: " + _error_text(data)[:300]
+
+
+def _error_text(data: dict[str, Any]) -> str:
+    for key in ("error", "errors", "message", "detail", "msg", "title", "status"):
+        value = data.get(key)
+        if isinstance(value, list) and value:
+            value = value[0]
+        if isinstance(value, dict):
+            value = value.get("message") or value.get("code") or value.get("type") or value
+        if value not in (None, "", [], {}):
+            return value if isinstance(value, str) else json.dumps(value, default=str)
+    return json.dumps(data, default=str)
 
 
 def redact(value: Any) -> Any:
@@ -385,8 +477,17 @@ class ToolExecutor:
                 "",
                 detail=f"{type(exc).__name__}: {exc}",
             )
-        body = response.body.decode("utf-8", errors="replace")
+        content_type = response.headers.get("content-type", "")
+        # The charset the response declares (latin-1 APIs exist), and no NUL: the body goes
+        # to the model, the Step and the result cache, and PostgreSQL stores no NUL.
+        body = storable_text(response.body.decode(_charset(content_type), errors="replace"))
         code = ExecutorCode.OK if 200 <= response.status_code < 300 else ExecutorCode.HTTP_ERROR
+        detail = ""
+        if code == ExecutorCode.OK:
+            problem = response_body_problem(body, content_type)
+            if problem:
+                code = ExecutorCode.BAD_RESPONSE
+                detail = f"the API answered {response.status_code} with {problem}"
         return self._result(
             code,
             started,
@@ -394,7 +495,8 @@ class ToolExecutor:
             payload,
             response.status_code,
             body,
-            content_type=response.headers.get("content-type", ""),
+            detail=detail,
+            content_type=content_type,
             size=len(response.body),
             retry_after_s=retry_after_seconds(response.headers.get("retry-after")),
         )

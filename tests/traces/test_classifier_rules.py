@@ -102,3 +102,65 @@ def test_the_migration_gives_an_older_installation_the_reasoning_guard_rules_onc
     ErrorRule.objects.all().delete()
     migration.add_rules(apps, None)
     assert not ErrorRule.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("status", "body", "error_type"),
+    [
+        (401, '{"detail": "the Authorization header is required"}', "UNAUTHORIZED"),
+        (403, "a token with the orders:read scope is required", "UNAUTHORIZED"),
+        (404, '{"error": "order id is required to exist"}', "RESOURCE_NOT_FOUND"),
+        (400, '{"error": "order_id is required"}', "MISSING_REQUIRED_FIELD"),
+        (422, '{"error": "qty must be an integer"}', "TYPE_MISMATCH"),
+        (302, "", "INVALID_ENDPOINT"),  # a redirect with no usable Location
+        (304, "", "INVALID_ENDPOINT"),
+    ],
+)
+def test_http_failures_are_classified_by_status_before_their_wording(
+    error_rules: None, status: int, body: str, error_type: str
+) -> None:
+    event = ErrorEvent(source="http", status_code=status, body=body)
+    assert classify_error(event, error_rules_load()) == error_type
+
+
+@pytest.mark.django_db
+def test_the_migration_brings_an_older_installation_the_bad_response_and_3xx_rules(
+    error_rules: None,
+) -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("traces.migrations.0021_error_rules_bad_response_3xx")
+    # An installation seeded before: no BAD_RESPONSE or 3xx rules, 401/403 and 404 at 62, 63.
+    ErrorRule.objects.filter(exception_class="BAD_RESPONSE").delete()
+    ErrorRule.objects.filter(status_min=300).delete()
+    ErrorRule.objects.filter(status_min=401, status_max=403).update(position=62)
+    ErrorRule.objects.filter(status_min=404, status_max=404).update(position=63)
+    expired = ErrorEvent(
+        source="http", status_code=401, body="the Authorization header is required"
+    )
+    assert classify_error(expired, error_rules_load()) == "MISSING_REQUIRED_FIELD"
+    # an admin's edit of a moved rule is kept
+    ErrorRule.objects.filter(status_min=404).update(name="404 (ours)", body_pattern="order")
+
+    migration.forwards(apps, None)
+    migration.forwards(apps, None)
+
+    rules = error_rules_load()
+    assert classify_error(expired, rules) == "UNAUTHORIZED"
+    assert classify_error(ErrorEvent(source="http", status_code=302), rules) == "INVALID_ENDPOINT"
+    envelope = ErrorEvent(
+        source="executor", exception_class="BAD_RESPONSE", body="an error in its body: not_found"
+    )
+    assert classify_error(envelope, rules) == "RESOURCE_NOT_FOUND"
+    assert ErrorRule.objects.filter(exception_class="BAD_RESPONSE").count() == 2
+    assert ErrorRule.objects.get(name="404 (ours)").position == 63
+    # The frozen copies are the defaults as they stand today.
+    added = {(r["position"], r["name"]) for r in migration.ADDED}
+    assert [dict(r) for r in migration.ADDED] == [
+        dict(r) for r in DEFAULT_ERROR_RULES if (r["position"], r["name"]) in added
+    ]
+    moved = {r["name"]: r["position"] for r in DEFAULT_ERROR_RULES}
+    assert (moved["401 / 403"], moved["404"]) == (57, 58)

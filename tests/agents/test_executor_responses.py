@@ -1,0 +1,118 @@
+"""Responses that say "success" and are none: a 2xx with an error envelope, an HTML page or
+broken JSON is a failed call (``BAD_RESPONSE``) with a classified error type, and what the
+body carries that storage refuses (a NUL) or that is not UTF-8 reaches nobody garbled."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from agents.tools.executor import ExecutorCode, response_body_problem
+from tests.agents.test_executor_errors import execute, http_tool
+from tests.redis_server import free_port
+from traces.classifier import ErrorEvent, classify_error, error_rules_load
+
+# path -> (status, content type, body)
+CANNED: dict[str, tuple[int, str, bytes]] = {
+    "/error-envelope": (200, "application/json", b'{"error": "order not_found"}'),
+    "/ok-false": (200, "application/json", b'{"ok": false, "status": "error"}'),
+    "/html": (200, "text/html", b"<!DOCTYPE html><html><body>Bad gateway</body></html>"),
+    "/truncated": (200, "application/json", b'{"order_id": "#W1", "status": "deliv'),
+    "/data-with-null-error": (200, "application/json", b'{"order_id": "#W1", "error": null}'),
+    "/plain": (200, "text/plain", b"[INFO] all good"),
+    "/nul": (200, "application/json", b'{"order_id": "#W1", "note": "a\x00b"}'),
+    "/latin1": (
+        200,
+        "application/json; charset=iso-8859-1",
+        '{"status": "expédié"}'.encode("latin-1"),
+    ),
+    "/empty": (204, "", b""),
+}
+
+
+class Canned(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        status, content_type, body = CANNED[self.path.split("?")[0].removeprefix("/sandbox/api")]
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def canned(settings: Any) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Canned)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    settings.SANDBOX_BASE_URL = f"http://127.0.0.1:{server.server_address[1]}/sandbox/api"
+    yield settings.SANDBOX_BASE_URL
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def _error_type(result: Any) -> str:
+    event = ErrorEvent(source="executor", exception_class=result.code, body=result.detail)
+    return classify_error(event, error_rules_load())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "error_type", "says"),
+    [
+        ("/error-envelope", "RESOURCE_NOT_FOUND", "an error in its body: order not_found"),
+        ("/ok-false", "INTERNAL_SERVER_ERROR", "an error in its body: error"),
+        ("/html", "INTERNAL_SERVER_ERROR", "an HTML page"),
+        ("/truncated", "INTERNAL_SERVER_ERROR", "not valid JSON"),
+    ],
+)
+def test_a_2xx_that_is_no_result_is_a_classified_failure(
+    canned: str, error_rules: None, path: str, error_type: str, says: str
+) -> None:
+    result = execute(http_tool(path), {})
+    assert (result.code, result.ok, result.status_code) == (ExecutorCode.BAD_RESPONSE, False, 200)
+    assert says in result.detail and result.detail.startswith("the API answered 200 with ")
+    assert _error_type(result) == error_type
+
+
+@pytest.mark.parametrize("path", ["/data-with-null-error", "/plain", "/empty"])
+def test_data_plain_text_and_an_empty_answer_stay_results(canned: str, path: str) -> None:
+    result = execute(http_tool(path), {})
+    assert (result.code, result.ok) == (ExecutorCode.OK, True)
+
+
+def test_a_nul_never_leaves_the_executor_and_the_declared_charset_is_read(canned: str) -> None:
+    nul = execute(http_tool("/nul"), {})
+    assert nul.ok and "\x00" not in nul.body and '"ab"' in nul.body
+    latin = execute(http_tool("/latin1"), {})
+    assert latin.ok and "expédié" in latin.body
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "problem"),
+    [
+        (
+            '{"errors": [{"message": "Order not found"}], "data": null}',
+            "application/json",
+            "Order not found",
+        ),
+        ('{"errors": [], "data": {"order": {"id": 1}}}', "application/json", ""),
+        ('{"errors": [{"message": "Order not found"}]}', "application/json", "Order not found"),
+        ('{"success": false, "order": {"id": 1}}', "application/json", "an error in its body"),
+        ('{"status": "shipped", "order_id": "#W1"}', "application/json", ""),
+        ('{"status": "error", "message": "upstream down"}', "", "upstream down"),
+        ("[1, 2", "text/plain", ""),
+    ],
+)
+def test_what_counts_as_an_error_envelope(body: str, content_type: str, problem: str) -> None:
+    found = response_body_problem(body, content_type)
+    assert (problem in found) if problem else found == ""
