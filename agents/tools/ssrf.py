@@ -290,8 +290,12 @@ async def _check_hop(
 
 
 async def _read_body(response: httpx.Response, *, max_bytes: int) -> bytes:
+    """The body, at most ``max_bytes``. Past it, a result is refused (``ResponseTooLarge``);
+    an error's body (a 4xx or 5xx: a proxy's HTML page) is cut at the limit instead, so
+    that the failure keeps its status and is classified by it."""
+    cut = response.status_code >= 400
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
+    if declared.isdigit() and int(declared) > max_bytes and not cut:
         raise ResponseTooLarge(max_bytes)
     chunks: list[bytes] = []
     received = 0
@@ -299,7 +303,10 @@ async def _read_body(response: httpx.Response, *, max_bytes: int) -> bytes:
     async for chunk in response.aiter_bytes():
         received += len(chunk)
         if received > max_bytes:
-            raise ResponseTooLarge(max_bytes)
+            if not cut:
+                raise ResponseTooLarge(max_bytes)
+            chunks.append(chunk[: max_bytes - (received - len(chunk))])
+            break
         chunks.append(chunk)
     return b"".join(chunks)
 

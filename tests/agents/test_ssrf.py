@@ -595,6 +595,29 @@ def test_streamed_body_without_length_over_limit_raises() -> None:
         run_request(handler, max_bytes=1024)
 
 
+@pytest.mark.parametrize("length", [True, False])
+def test_an_error_body_over_the_limit_is_cut_and_keeps_its_status(length: bool) -> None:
+    """A 500 with a proxy's 6 MB HTML page is a 500 (classified as one, so a degrade
+    handler can be learned), not a RESPONSE_TOO_LARGE with no status."""
+    pulled: list[int] = []
+
+    async def chunks() -> Any:
+        for number in range(10_000):
+            pulled.append(number)
+            yield b"<p>" + b"z" * 1021
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if length:
+            return httpx.Response(500, content=b"<p>" * 4000)
+        return httpx.Response(502, content=chunks())
+
+    response = run_request(handler, max_bytes=1024)
+
+    assert response.status_code == (500 if length else 502)
+    assert len(response.body) == 1024 and response.body.startswith(b"<p>")
+    assert len(pulled) <= 3
+
+
 def test_an_endless_body_is_read_only_up_to_the_limit() -> None:
     # The body is streamed: reading stops at the limit instead of buffering what the
     # upstream sends (here 10 MB; a hostile one need never stop).
