@@ -139,6 +139,53 @@ def response_body_problem(body: str, content_type: str) -> str:
     return "an error in its body: " + _error_text(data)[:300]
 
 
+def _identifier(name: str) -> bool:
+    """An argument that names one thing: ``id``, ``order_id``, ``orderId``, ``sku``."""
+    lowered = name.lower()
+    return (
+        lowered in ("id", "sku")
+        or lowered.endswith(("_id", "-id", "_number", "_sku"))
+        or (name.endswith("Id") and len(name) > 2)
+    )
+
+
+def _id_key(value: Any) -> str:
+    return re.sub(r"[^0-9a-z]", "", str(value).lower())
+
+
+def response_identity_problem(arguments: dict[str, Any], body: str) -> str:
+    """Why a 2xx JSON object answers about something else, or "": an identifier argument
+    (``order_id``, ``sku``) that the body names at its top level with another value (an
+    upstream that answered for order #W9999999 when #W1001549 was asked for). Forms of one
+    id match (``#W1000001`` and ``1000001``): one normalised value ends with the other."""
+    candidates = {
+        name: value
+        for name, value in arguments.items()
+        if _identifier(name) and isinstance(value, str | int) and not isinstance(value, bool)
+    }
+    if not candidates or not body.lstrip().startswith("{"):
+        return ""
+    try:
+        data = json.loads(body, strict=False)
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    for name, asked in candidates.items():
+        got = data.get(name)
+        if not isinstance(got, str | int) or isinstance(got, bool):
+            continue
+        asked_key, got_key = _id_key(asked), _id_key(got)
+        if not asked_key or not got_key:
+            continue
+        short, long = sorted((asked_key, got_key), key=len)
+        if not long.endswith(short):
+            return (
+                f"an answer about {name} {str(got)[:60]!r}, not the {str(asked)[:60]!r} asked for"
+            )
+    return ""
+
+
 def _error_text(data: dict[str, Any]) -> str:
     for key in ("error", "errors", "message", "detail", "msg", "title", "status"):
         value = data.get(key)
@@ -484,7 +531,9 @@ class ToolExecutor:
         code = ExecutorCode.OK if 200 <= response.status_code < 300 else ExecutorCode.HTTP_ERROR
         detail = ""
         if code == ExecutorCode.OK:
-            problem = response_body_problem(body, content_type)
+            problem = response_body_problem(body, content_type) or response_identity_problem(
+                call.arguments, body
+            )
             if problem:
                 code = ExecutorCode.BAD_RESPONSE
                 detail = f"the API answered {response.status_code} with {problem}"

@@ -116,3 +116,25 @@ def test_a_nul_never_leaves_the_executor_and_the_declared_charset_is_read(canned
 def test_what_counts_as_an_error_envelope(body: str, content_type: str, problem: str) -> None:
     found = response_body_problem(body, content_type)
     assert (problem in found) if problem else found == ""
+
+
+@pytest.mark.parametrize(
+    ("arguments", "body", "problem"),
+    [
+        ({"order_id": "#W1001549"}, '{"order_id": "#W9999999", "status": "delivered"}', "not"),
+        ({"order_id": 1001549}, '{"order_id": "#W1001549", "status": "delivered"}', ""),
+        ({"order_id": "#W1001549"}, '{"order_id": "#W1001549"}', ""),
+        ({"orderId": "A-7"}, '{"orderId": "B-7"}', "not"),
+        ({"sku": "AWH-2041-BLK"}, '{"sku": "awh2041blk", "price": 3}', ""),
+        ({"q": "lamp"}, '{"q": "chair"}', ""),  # not an identifier
+        ({"order_id": "#W1"}, '[{"order_id": "#W2"}]', ""),  # a list answers many
+        ({"paid": "yes"}, '{"paid": "no"}', ""),
+    ],
+)
+def test_an_answer_about_another_thing_than_the_one_asked_for_is_no_result(
+    arguments: dict[str, Any], body: str, problem: str
+) -> None:
+    from agents.tools.executor import response_identity_problem
+
+    found = response_identity_problem(arguments, body)
+    assert (problem in found and found.startswith("an answer about")) if problem else found == ""
