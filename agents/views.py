@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.clickjacking import xframe_options_exempt
@@ -294,7 +295,8 @@ def tool_import(request: HttpRequest) -> HttpResponse:
             if confirm:
                 messages.success(
                     request,
-                    f"Imported {len(result.specs)} tools ({len(result.created)} new, "
+                    f"Imported {len(result.specs)} tool{pluralize(len(result.specs))} "
+                    f"({len(result.created)} new, "
                     f"{len(result.updated)} updated). New tools stay disabled until you enable "
                     "them and choose their agents.",
                 )

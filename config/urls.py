@@ -1,7 +1,9 @@
 """Root URL configuration."""
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config.api_urls import api_not_found
@@ -10,6 +12,8 @@ from traces.api.otlp import OtlpTracesView
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page's <link rel="icon"> says.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("", include("agents.urls")),
     path("traces/", include("traces.urls")),
     path("reviews/", include("reviews.urls")),

@@ -286,6 +286,8 @@ ROUTES: dict[str, Route] = {
     # The health check: open to a load balancer's probe; it says only whether the database
     # answers.
     "healthz": Route("/healthz", {"GET": PUBLIC, "POST": NO_GET}),
+    # The icon browsers ask for: a redirect to the static one, for everyone.
+    "favicon.ico": Route("/favicon.ico", {"GET": (301,) * 5}),
     # Unknown API paths are the API's JSON 404 for everyone, signed in or not.
     "^api/": Route("/api/no-such-endpoint/", {"GET": (404,) * 5, "POST": (404,) * 5}),
     "api/docs/": Route("/api/docs/", {"GET": (A, 200, 200, 200, 200)}),

@@ -3,6 +3,7 @@ fixed number of queries however many rows there are, and drill-downs to the trac
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -125,6 +126,14 @@ def test_each_kpi_is_compared_with_the_window_before(ops_client: Client) -> None
         "tokens": (5000, 1000, "worse"),
         "cost_usd": (0.5, 0.1, "worse"),
     }
+    # On the page the arrow says which way the figure went, the colour whether that is
+    # good: tokens went up (▲), which is worse; the error rate went down (▼), better.
+    page = ops_client.get("/dashboards/").content.decode()
+    trend = re.compile(r'data-kpi="(\w+)".*?<div class="kpi-trend (\w*)"[^>]*>(.)', re.S)
+    shown = {key: (css, arrow) for key, css, arrow in trend.findall(page)}
+    assert shown["tokens"] == ("worse", "▲")
+    assert shown["error_rate"] == ("better", "▼")
+    assert shown["runs"] == ("better", "▲")
 
 
 def test_new_error_types_show_the_time_to_an_approved_strategy(

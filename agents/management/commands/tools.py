@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.template.defaultfilters import pluralize
 
 from agents.services import tools_import
 from agents.tools.tool_import import ToolImportError
@@ -53,6 +54,7 @@ class Command(BaseCommand):
             )
         verb = "would import" if options["dry_run"] else "imported"
         self.stdout.write(
-            f"{verb} {len(result.specs)} tools ({len(result.created)} new, "
+            f"{verb} {len(result.specs)} tool{pluralize(len(result.specs))} "
+            f"({len(result.created)} new, "
             f"{len(result.updated)} updated); new tools are disabled until an admin enables them."
         )
