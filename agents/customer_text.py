@@ -37,11 +37,14 @@ _SINGLE_WORD_CODES = sorted((c for c in INTERNAL_CODES if "_" not in c), key=len
 _SINGLE_WORD_TOKEN = re.compile(
     r"(?<![\w-])(?:" + "|".join(map(re.escape, _SINGLE_WORD_CODES)) + r")(?![\w-])"
 )
-# A bracketed group holding only codes, HTTP statuses and separators: "(404 RESOURCE_NOT_FOUND)".
+# A bracketed group holding only codes, HTTP statuses, snake-case names (a tool's:
+# "check_inventory") and separators: "(404 RESOURCE_NOT_FOUND)", "(check_inventory)".
+_GROUP_ITEM = r"(?:(?:HTTP\s*)?[45]\d\d|[A-Z][A-Z0-9_]{2,}|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)"
 _CODE_GROUP = re.compile(
-    r"\s*[(\[]\s*(?:(?:HTTP\s*)?[45]\d\d|[A-Z][A-Z0-9_]{2,})"
-    r"(?:[\s,;:/-]+(?:(?:HTTP\s*)?[45]\d\d|[A-Z][A-Z0-9_]{2,}))*\s*[)\]]"
+    r"\s*[(\[]\s*" + _GROUP_ITEM + r"(?:[\s,;:/-]+" + _GROUP_ITEM + r")*\s*[)\]]"
 )
+# A snake-case name in backticks, as models quote a tool or a field: "`check_inventory`".
+_QUOTED_NAME = re.compile(r"\s*`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
 # Traces of an exception: a traceback, a qualified exception name with its message, errno.
 _EXCEPTION_TEXT = re.compile(
     r"Traceback \(most recent call last\)|\bFile \"[^\"]+\", line \d+|\[Errno -?\d+\]|"
@@ -111,6 +114,14 @@ def customer_text_clean(text: str, *, observations: list[str] | None = None) -> 
         return ""
 
     cleaned = _CODE_GROUP.sub(drop_group, cleaned)
+
+    def drop_quoted(match: re.Match[str]) -> str:
+        if _is_data(match.group(1), observations):
+            return match.group(0)
+        removed.append(match.group(1))
+        return " that service"  # it stood for a name in the sentence: keep one
+
+    cleaned = _QUOTED_NAME.sub(drop_quoted, cleaned)
     cleaned = _CODE_TOKEN.sub(lambda m: _code_words(m, observations, removed), cleaned)
     cleaned = _SINGLE_WORD_TOKEN.sub(lambda m: _code_words(m, observations, removed), cleaned)
     return CleanText(_tidy(cleaned), tuple(removed))

@@ -35,6 +35,18 @@ from agents.customer_text import INTERNAL_CODES, customer_text_clean, shows_inte
             ("It failed: httpx.ConnectError: [Errno 111] Connection refused.",),
         ),
         (
+            # A tool's name, as the model named the one it lacked (a disabled tool)
+            "Sorry, I can't look that up right now: the tool I would need (check_inventory) "
+            "is not available to me.",
+            "Sorry, I can't look that up right now: the tool I would need is not available to me.",
+            ("check_inventory",),
+        ),
+        (
+            "I could not reach `get_order` just now.",
+            "I could not reach that service just now.",
+            ("get_order",),
+        ),
+        (
             "Traceback (most recent call last): boom.\nYour order is on its way.",
             "Your order is on its way.",
             ("Traceback (most recent call last): boom.",),
@@ -49,6 +61,12 @@ def test_codes_and_exception_text_are_taken_out(
     assert cleaned.removed == removed
     assert shows_internal_codes(text)
     assert not shows_internal_codes(cleaned.text)
+
+
+def test_a_snake_case_value_an_observation_showed_is_kept() -> None:
+    text = "Use the code (summer_sale) or `summer_sale` at checkout."
+    cleaned = customer_text_clean(text, observations=['{"promo_code":"summer_sale"}'])
+    assert (cleaned.text, cleaned.removed) == (text, ())
 
 
 def test_values_an_observation_showed_are_data_not_codes() -> None:
