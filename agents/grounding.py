@@ -651,7 +651,7 @@ _FAILED_LOOKUP = re.compile(
     r"\b(?:(?:could|was|were|did|am|is|are)(?: not|n'?t)|can(?:not| not|'?t)|unable to|"
     r"failed to)\b[^.!?,;:]{0,40}?"
     r"\b(?:look|find|check|retrieve|get|fetch|access|reach|load|verify|confirm|complete|"
-    r"process|pull|see|open|obtain|connect)\w*|"
+    r"process|pull|see|open|obtain|connect|search|query|read|contact)\w*|"
     r"\b(?:service|system|tool|server|lookup|database|api)s? (?:is |are |was |were )?"
     r"(?:currently |temporarily |still )?(?:unavailable|down|not available|not responding|"
     r"failing|failed|having (?:problems|issues|trouble))|"

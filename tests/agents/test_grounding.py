@@ -149,6 +149,10 @@ def test_amounts_must_match_a_whole_number_of_the_observation() -> None:
         "I couldn't retrieve order #W1234567, our system is temporarily unavailable.",
         "Order #W1234567 was not found. Could you check the number?",
         "Something went wrong on our side; please try again in 10 minutes.",
+        # A knowledge-base search that failed: "search" is a lookup too (it was "answered
+        # without needing data")
+        "Sorry, I could not search our help articles: the request was rejected.",
+        "I wasn't able to query the returns policy just now.",
     ],
 )
 def test_an_answer_admitting_the_failed_latest_lookup_is_a_failure_with_its_error_type(
