@@ -400,3 +400,23 @@ def test_drill_down_filters_hold_the_trace_lists_query_count(
         listed.append(len(response.context["page"].object_list))
     assert 0 < listed[0] < listed[1]
     assert counts[0] == counts[1]
+
+
+def test_an_approval_within_the_hour_of_the_first_occurrence_reads_under_an_hour(
+    ops_client: Client,
+    make_strategy: Any,  # noqa: F811
+) -> None:
+    """The rollups know the hour, not the minute: a fix approved a minute after the first
+    failure read as "0.5 h" (from the hour's start); it reads "< 1 h"."""
+    now = hour_of(timezone.now())
+    first_seen = now - timedelta(hours=5)
+    step_row(first_seen, error_type="UNAUTHORIZED")
+    strategy = make_strategy(error_type="UNAUTHORIZED", status="in_review")
+    approved = first_seen + timedelta(minutes=31)
+    with mock.patch("django.utils.timezone.now", return_value=approved):
+        strategy_activate(strategy=strategy, author_kind="reviewer")
+
+    page = ops_client.get("/dashboards/?window=24h").content.decode()
+
+    assert "hour of " + first_seen.strftime("%Y-%m-%d %H:00") in page
+    assert "&lt; 1 h" in page and "0.5 h" not in page
