@@ -39,6 +39,7 @@ from policies.services import (
     failure_unrelated,
     strategy_activate,
     strategy_evidence_record,
+    strategy_revive_for_review,
 )
 from policies.signals import (
     REVIEW_LOW_CONFIDENCE,
@@ -1137,7 +1138,11 @@ def reflexion_for_failure(
             # reviews sends back the items that waited for evidence (policies.signals).
             strategy_evidence_added.send(sender=Strategy, strategy=same, trace_id=facts.trace_id)
         record = _record(facts, proposal, ReflexionProposal.Outcome.AGREED, "", gates, same)
-        if same.status in (Strategy.Status.PROPOSED, Strategy.Status.IN_REVIEW):
+        if same.status in (
+            Strategy.Status.PROPOSED,
+            Strategy.Status.IN_REVIEW,
+            Strategy.Status.DEPRECATED,
+        ):
             # A rule nobody applies yet earns confidence only from evidence: replay it against
             # this new, independent failure too. A pass moves confidence like a successful
             # application, a failure like a failed one, so a rule that keeps fixing fresh
@@ -1160,7 +1165,13 @@ def reflexion_for_failure(
             same = strategy_evidence_record(
                 strategy_id=same.pk, passed=replayed.passed, trace_id=facts.trace_id
             )
-            if auto_approve is None and strategy_auto_mergeable(same):
+            if same.status == Strategy.Status.DEPRECATED:
+                # A retired rule that a new, independent failure leads back to, and that fixes
+                # it: a person decides whether it returns (else the signature would agree
+                # with a rule nobody applies, for ever, and learn nothing more).
+                if replayed.passed:
+                    strategy_revive_for_review(strategy=same, trace_id=facts.trace_id)
+            elif auto_approve is None and strategy_auto_mergeable(same):
                 strategy_auto_merge(strategy=same)
         return record
 

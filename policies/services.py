@@ -17,7 +17,12 @@ from django.db import transaction
 from policies.branches import branch_slot
 from policies.models import PolicyVersion, Strategy, StrategyConfidenceEvent
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
-from policies.signals import REVIEW_CONSECUTIVE_FAILURES, audit_event, review_requested
+from policies.signals import (
+    REVIEW_CONSECUTIVE_FAILURES,
+    REVIEW_LOW_CONFIDENCE,
+    audit_event,
+    review_requested,
+)
 from traces.models import Step, Trace
 from traces.redaction import redact_value
 
@@ -126,6 +131,36 @@ def strategy_outcome_record(*, strategy_id: int, success: bool, trace_id: str = 
                 action="strategy.send_to_review", target=strategy.label, details={"trace": trace_id}
             )
         strategy.save(update_fields=fields)
+    return strategy
+
+
+def strategy_revive_for_review(*, strategy: Strategy, trace_id: str = "") -> Strategy:
+    """A deprecated strategy that fixed a new, independent failure on replay: back to
+    ``proposed`` (not applied by any run) with a review item, so that a person can bring it
+    back (approving publishes it as a canary) or reject it for good."""
+    with transaction.atomic():
+        strategy = Strategy.objects.select_for_update().get(pk=strategy.pk)
+        if strategy.status != Strategy.Status.DEPRECATED:
+            return strategy
+        strategy.status = Strategy.Status.PROPOSED
+        strategy.consecutive_failures = 0
+        strategy.save(update_fields=["status", "consecutive_failures", "updated_at"])
+        audit(
+            action="strategy.revive",
+            target=strategy.label,
+            details={"confidence": strategy.confidence, "trace": trace_id},
+        )
+        review_requested.send(
+            sender=Strategy,
+            strategy=strategy,
+            reason=REVIEW_LOW_CONFIDENCE,
+            detail=(
+                f"{strategy.label} was deprecated; a new failure it targets "
+                f"({strategy.error_type}) was replayed with it and it fixed it (confidence "
+                f"{strategy.confidence:.2f}). Approve to publish it again as a canary, or "
+                "reject it for good."
+            ),
+        )
     return strategy
 
 

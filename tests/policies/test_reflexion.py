@@ -654,3 +654,34 @@ def test_a_name_where_an_id_belongs_is_a_lookup_not_a_rewrite(failed_trace: Any)
     facts = _name_not_found(failed_trace)
     assert analyze_name_for_id(facts) is not None
     assert list(evidence_candidates(facts)) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deprecated_rule_a_new_failure_leads_back_to_returns_to_review(
+    drifted_orders: Order, failed_trace: Any, settings: Any
+) -> None:
+    """A user's trial: the rule for a TYPE_MISMATCH was deprecated, and every later failure
+    of the signature only "agreed" with it, learning nothing, while the error rate stayed at
+    95%. A new failure it fixes on replay now sends it back to a person."""
+    settings.REVIEW_AUTO_MERGE = False
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    first = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    [proposal] = reflexion_run(trace_id=str(first.pk))
+    strategy = proposal.strategy
+    assert strategy is not None
+    ReviewItem.objects.all().delete()
+    Strategy.objects.filter(pk=strategy.pk).update(status="deprecated", confidence=0.25)
+
+    second = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    [agreed] = reflexion_run(trace_id=str(second.pk))
+
+    assert agreed.outcome == "agreed"
+    strategy.refresh_from_db()
+    assert strategy.status == "proposed"  # applied by no run until a person approves
+    assert strategy.confidence == pytest.approx(0.30)
+    item = ReviewItem.objects.get(strategy=strategy, status="open")
+    assert item.reason == "low_confidence" and "was deprecated" in item.detail
+    # A later agreeing failure is ordinary evidence now: no second item.
+    third = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    reflexion_run(trace_id=str(third.pk))
+    assert ReviewItem.objects.filter(strategy=strategy).count() == 1
