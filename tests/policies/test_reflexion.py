@@ -266,6 +266,19 @@ def test_agreeing_failures_replayed_again_lift_a_proposal_to_auto_merge(
     assert reasons == ["replay passed"] * 3
 
 
+def _rule_waiting_for_review(
+    drifted_orders: Order, failed_trace: Any, settings: Any
+) -> tuple[str, Strategy]:
+    """The rule Reflexion proposes for the drifted orders' TYPE_MISMATCH, waiting for a
+    reviewer, and the failing body it was learned from."""
+    settings.REVIEW_AUTO_MERGE = False
+    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
+    first = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
+    [proposal] = reflexion_run(trace_id=str(first.pk))
+    assert proposal.strategy is not None
+    return body, proposal.strategy
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_agreeing_failure_for_an_order_that_does_not_exist_is_no_evidence(
     drifted_orders: Order, failed_trace: Any, settings: Any
@@ -274,12 +287,7 @@ def test_an_agreeing_failure_for_an_order_that_does_not_exist_is_no_evidence(
     it, fixes the TYPE_MISMATCH and the shop then answers 404: no strategy could find that
     order, so the replay says nothing about the rule. (Counted as a failure, mistyped order
     numbers retired a correct fix in a user's trial.)"""
-    settings.REVIEW_AUTO_MERGE = False
-    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
-    first = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
-    [proposal] = reflexion_run(trace_id=str(first.pk))
-    strategy = proposal.strategy
-    assert strategy is not None
+    body, strategy = _rule_waiting_for_review(drifted_orders, failed_trace, settings)
     second = failed_trace(
         action_input={"order_id": "#W9999999"},
         body=body.replace(drifted_orders.order_id, "#W9999999"),
@@ -296,12 +304,7 @@ def test_an_agreeing_failure_for_an_order_that_does_not_exist_is_no_evidence(
 def test_an_agreeing_failure_the_rule_does_not_fix_lowers_its_confidence(
     drifted_orders: Order, failed_trace: Any, settings: Any
 ) -> None:
-    settings.REVIEW_AUTO_MERGE = False
-    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
-    first = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
-    [proposal] = reflexion_run(trace_id=str(first.pk))
-    strategy = proposal.strategy
-    assert strategy is not None
+    body, strategy = _rule_waiting_for_review(drifted_orders, failed_trace, settings)
     # An order id with no digits to keep: the rule cannot turn it into what the shop wants.
     second = failed_trace(
         action_input={"order_id": "order-of-last-week"},
@@ -663,12 +666,7 @@ def test_a_deprecated_rule_a_new_failure_leads_back_to_returns_to_review(
     """A user's trial: the rule for a TYPE_MISMATCH was deprecated, and every later failure
     of the signature only "agreed" with it, learning nothing, while the error rate stayed at
     95%. A new failure it fixes on replay now sends it back to a person."""
-    settings.REVIEW_AUTO_MERGE = False
-    body = INT_BODY.replace("#W1000001", drifted_orders.order_id)
-    first = failed_trace(action_input={"order_id": drifted_orders.order_id}, body=body)
-    [proposal] = reflexion_run(trace_id=str(first.pk))
-    strategy = proposal.strategy
-    assert strategy is not None
+    body, strategy = _rule_waiting_for_review(drifted_orders, failed_trace, settings)
     ReviewItem.objects.all().delete()
     Strategy.objects.filter(pk=strategy.pk).update(status="deprecated", confidence=0.25)
 
