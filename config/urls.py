@@ -1,19 +1,25 @@
 """Root URL configuration."""
 
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path, re_path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config.api_urls import api_not_found
 from config.health import healthz
 from traces.api.otlp import OtlpTracesView
 
+
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    """Browsers ask for /favicon.ico whatever the page's <link rel="icon"> says. The static
+    name is looked up per request: at import, a production manifest may not exist yet."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
-    # Browsers ask for /favicon.ico whatever the page's <link rel="icon"> says.
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+    path("favicon.ico", favicon),
     path("", include("agents.urls")),
     path("traces/", include("traces.urls")),
     path("reviews/", include("reviews.urls")),

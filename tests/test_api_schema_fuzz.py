@@ -46,13 +46,19 @@ CHECKS = [
 
 
 @pytest.fixture
-def api_schema(db: None) -> Iterator[Any]:
+def api_schema(db: None, ops_user: Any) -> Iterator[Any]:
     # The app runs in this thread, inside the test's transaction. Like Django's test client,
     # keep the end of each request from closing the connection that holds the transaction.
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
+    # The schema is served to signed-in users and token holders only.
+    token = api_token_get_or_create(user=ops_user).key
     try:
-        yield schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
+        yield schemathesis.openapi.from_wsgi(
+            "/api/schema/?format=json",
+            get_wsgi_application(),
+            headers={"Authorization": f"Token {token}"},
+        )
     finally:
         request_started.connect(close_old_connections)
         request_finished.connect(close_old_connections)

@@ -212,4 +212,8 @@ def test_the_simulated_assistant_cannot_use_a_tool_disabled_on_the_page(
     after, _ = run_query(support_agent, f"Where is my order {order_id}?", backend="simulated")
 
     assert not after.steps.filter(tool_name="get_order").exists()
-    assert "get_order" in after.final_answer and "not available" in after.final_answer
+    # The answer says it cannot look it up, without naming the internal tool to the
+    # customer; the name is kept on the final step for ops.
+    assert "not available" in after.final_answer and "get_order" not in after.final_answer
+    final = after.steps.get(phase="final")
+    assert "get_order" in final.details["removed_from_answer"]

@@ -62,7 +62,7 @@ def test_admin_disables_a_tool_and_the_next_api_run_cannot_call_it(
     # then the next run posted through the API never calls it
     trace, steps = _run_steps(served, token)
     assert _called(steps, "get_order") == []
-    assert "get_order" in trace["final_answer"] and "not available" in trace["final_answer"]
+    assert "not available" in trace["final_answer"] and "get_order" not in trace["final_answer"]
 
     # and after it is enabled again, the run after that calls it again
     page.locator("#tool-get_order").locator("text=Enable").click()
