@@ -325,6 +325,11 @@ def _replay_run(proposal: Proposal, facts: FailureFacts, *, job_id: int) -> tupl
 RANDOM_FAULTS = frozenset(
     {"RATE_LIMITED", "INTERNAL_SERVER_ERROR", "SERVICE_UNAVAILABLE", "TIMEOUT", "CONNECTION_ERROR"}
 )
+# Failures no wording of the prompt changes: the response's size, a tool the breaker
+# suspended, an endpoint off the allow-list or a redirect loop, missing credentials.
+BEYOND_THE_PROMPT = frozenset(
+    {"RESPONSE_TOO_LARGE", "TOOL_SUSPENDED", "INVALID_ENDPOINT", "UNAUTHORIZED"}
+)
 RANDOM_FAULT_PAIRS = 6
 # One-sided exact sign test over the discordant pairs: with 6 pairs, p <= 0.05 needs the
 # strategy to win at least 5 pairs and lose none.
@@ -739,6 +744,14 @@ def strategy_replay(*, proposal: Proposal, facts: FailureFacts) -> tuple[bool, s
         return False, (
             f"{facts.error_type} is a random fault: a prompt hint does not change the call, "
             "so it cannot beat no strategy on paired replays"
+        )
+    if proposal.kind == "prompt_hint" and facts.error_type in BEYOND_THE_PROMPT:
+        # One replayed run that happens to end well would publish words that change nothing
+        # the failure depends on.
+        return False, (
+            f"{facts.error_type} comes from the upstream or the installation (the response's "
+            "size, a suspended tool, the endpoint), not from what the model sends: a prompt "
+            "hint cannot change it"
         )
     known = proposal.kind in KINDS and (
         proposal.kind != "error_handler" or proposal.branch.get("action") in ERROR_HANDLER_ACTIONS

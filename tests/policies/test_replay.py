@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -657,6 +658,21 @@ def test_a_prompt_hint_from_a_random_fault_is_rejected_without_a_replay(
         "INTERNAL_SERVER_ERROR is a random fault: a prompt hint does not change the call, "
         "so it cannot beat no strategy on paired replays",
     )
+    assert not Trace.objects.filter(origin=Trace.Origin.REPLAY).exists()
+
+
+@pytest.mark.parametrize("error_type", ["RESPONSE_TOO_LARGE", "INVALID_ENDPOINT", "UNAUTHORIZED"])
+def test_a_prompt_hint_for_a_failure_beyond_the_prompt_is_rejected_without_a_replay(
+    failed_trace: Any, order: Order, error_type: str
+) -> None:
+    """An unseen fault (a 5 MB body now and then) met the catch-all hint, and one lucky
+    replayed run sent that hint to review."""
+    facts = replace(_upstream_failure(failed_trace, order), error_type=error_type)
+    hint = {"text": "Quote the order id exactly as the customer gave it.", "error_type": "X"}
+
+    passed, detail = strategy_replay(proposal=_proposal("prompt_hint", hint), facts=facts)
+
+    assert not passed and detail.startswith(f"{error_type} comes from the upstream")
     assert not Trace.objects.filter(origin=Trace.Origin.REPLAY).exists()
 
 
