@@ -1008,15 +1008,29 @@ def negative_feedback_stop(facts: FailureFacts) -> str:
     if since is not None:
         proposals = proposals.filter(created_at__gt=since)
         deprecated = deprecated.filter(updated_at__gt=since)
-    failed = proposals.count() + deprecated.count()
+    refuted, retired = proposals.count(), deprecated.count()
+    failed = refuted + retired
     if failed >= NEGATIVE_FEEDBACK_LIMIT:
+        parts = [
+            f"{count} {what}"
+            for count, what in (
+                (
+                    refuted,
+                    "proposals failed their replay"
+                    if refuted != 1
+                    else "proposal failed its replay",
+                ),
+                (retired, "strateg" + ("ies were" if retired != 1 else "y was") + " deprecated"),
+            )
+            if count
+        ]
         review_requested.send(
             sender=Strategy,
             error_signature=facts.signature,
             reason=REVIEW_NEGATIVE_FEEDBACK,
             detail=(
-                f"{failed} strategies for {facts.signature} failed their replay or were "
-                "deprecated; automation stopped for this signature until a person decides."
+                f"For {facts.signature}, {' and '.join(parts)}; automation stopped for this "
+                "signature until a person decides."
             ),
         )
         audit(action="reflexion.stop", target=facts.signature, details={"failed": failed})

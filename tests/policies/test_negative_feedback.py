@@ -91,7 +91,7 @@ def test_two_failed_replays_stop_the_signature_and_ask_a_person(trace: Trace, fa
         SIGNATURE,
     )
     assert item.strategy is None
-    assert item.detail.startswith(f"2 strategies for {SIGNATURE} failed their replay")
+    assert item.detail.startswith(f"For {SIGNATURE}, 2 proposals failed their replay;")
     audit = AuditLog.objects.get(action="reflexion.stop")
     assert (audit.target, audit.details, audit.actor_kind) == (SIGNATURE, {"failed": 2}, "system")
     # while that item is open the signature stays stopped, with no second item
@@ -106,6 +106,11 @@ def test_a_failed_replay_and_a_deprecated_strategy_add_up(
     _deprecated(make_strategy)
 
     assert negative_feedback_stop(facts).startswith("2 earlier strategies")
+    # The item counts what it counted: one refuted proposal and one retired strategy (a
+    # trial's item said "2 strategies" where one strategy existed).
+    assert ReviewItem.objects.get().detail.startswith(
+        f"For {SIGNATURE}, 1 proposal failed its replay and 1 strategy was deprecated;"
+    )
 
 
 def test_two_deprecated_strategies_stop_the_signature(facts: Any, make_strategy: Any) -> None:
