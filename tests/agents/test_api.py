@@ -343,3 +343,25 @@ def test_a_user_with_too_many_runs_in_flight_gets_a_429_and_others_do_not(
     assert api.post("/api/runs/", {"query": "now"}, format="json").status_code == 202
     settings.AGENT_RUNS_IN_FLIGHT_PER_USER = 0
     assert api.post("/api/runs/", {"query": "unlimited"}, format="json").status_code == 202
+
+
+def test_the_trace_list_filters_by_origin(
+    api: APIClient, support_user: Any, support_agent: Any
+) -> None:
+    """The console lists customer traffic; the API list holds the learning loop's replays
+    too, and ``origin=customer`` gives what the console shows."""
+    for origin in ("customer", "replay"):
+        trace = trace_create(
+            agent_id=support_agent.pk,
+            query=origin,
+            llm_backend="simulated",
+            created_by_id=support_user.pk,
+            origin=origin,
+        )
+        assert trace.origin == origin
+    everything = api.get("/api/traces/").json()["results"]
+    customer = api.get("/api/traces/?origin=customer").json()["results"]
+    assert sorted(t["query"] for t in everything) == ["customer", "replay"]
+    assert [t["query"] for t in customer] == ["customer"]
+    refused = api.get("/api/traces/?origin=robots")
+    assert refused.status_code == 400 and "origin" in refused.json()

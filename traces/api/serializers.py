@@ -128,6 +128,13 @@ class TraceFilterSerializer(serializers.Serializer):
     error_type = serializers.ChoiceField(choices=ErrorType.choices, required=False)
     outcome = serializers.ChoiceField(choices=Trace.Outcome.choices, required=False)
     agent = serializers.SlugField(required=False, max_length=50, help_text="Agent slug.")
+    origin = serializers.ChoiceField(
+        choices=Trace.Origin.choices,
+        required=False,
+        help_text="Who started the runs: `customer` for the traffic the console's lists and "
+        "dashboards show; without it the list also holds the learning loop's replays and "
+        "experiments, and runs ingested over OTLP.",
+    )
 
 
 class StepFilterSerializer(serializers.Serializer):

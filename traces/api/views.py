@@ -57,6 +57,8 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
                 qs = qs.filter(outcome=filters["outcome"])
             if "agent" in filters:
                 qs = qs.filter(agent__slug=filters["agent"])
+            if "origin" in filters:
+                qs = qs.filter(origin=filters["origin"])
             qs = _ordered(qs, filters["ordering"])
         if self.action == "retrieve":
             qs = qs.prefetch_related("steps")
