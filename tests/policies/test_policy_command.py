@@ -144,6 +144,12 @@ def test_diff_prints_the_unified_diff(two_versions: tuple[PolicyVersion, ...]) -
     assert "+  - id: " in out and "+      action: degrade_cache\n" in out
 
 
+def test_a_version_compared_with_itself_says_there_is_no_difference(
+    two_versions: tuple[PolicyVersion, ...],
+) -> None:
+    assert run("diff", "2", "2") == "No differences between v2 and v2.\n"
+
+
 def test_diff_json_prints_the_structured_diff(two_versions: tuple[PolicyVersion, ...]) -> None:
     data = json.loads(run("diff", "1", "2", "--json"))
 

@@ -118,6 +118,23 @@ def test_the_jobs_page_shows_running_progress_and_ended_results(ops_user: Any) -
     assert "get_order:TYPE_MISMATCH: added" in page
     assert 'hx-trigger="every 2s"' in page
     assert "passed: 200" in page and '<a href="/traces/abc/">open</a>' in page
+    # How long it took, to the tenth of a second ("0 minutes" for every job before)
+    Job.objects.filter(pk=ended.pk).update(finished_at=ended.started_at + timedelta(seconds=2.4))
+    page = _client(ops_user).get("/traces/jobs/").content.decode()
+    assert '<td data-label="Took">2.4 s</td>' in page
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0.04, "0.0 s"), (9.96, "10.0 s"), (42, "42 s"), (125, "2 min 5 s"), (180, "3 min"),
+     (3725, "1 h 2 min")],
+)  # fmt: skip
+def test_a_jobs_duration_reads_to_the_second(seconds: float, shown: str) -> None:
+    from traces.templatetags.trace_format import took
+
+    start = timezone.now()
+    assert took(start, start + timedelta(seconds=seconds)) == shown
+    assert took(start, None) == ""
 
 
 def test_with_nothing_running_the_page_polls_slowly_and_says_what_starts_jobs(

@@ -44,3 +44,22 @@ def model_reply(step: Step) -> str:
     if step.ok and step.details:
         return pretty_json(step.details)
     return step.response_summary or step.error_detail
+
+
+@register.filter
+def took(started: Any, finished: Any) -> str:
+    """How long from ``started`` to ``finished``, to the second under an hour ("0.4 s",
+    "2 min 5 s"); Django's ``timesince`` says "0 minutes" for most jobs."""
+    try:
+        seconds = max(0.0, (finished - started).total_seconds())
+    except (TypeError, AttributeError):
+        return ""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"

@@ -110,6 +110,8 @@ class Command(BaseCommand):
         diff = policy_diff(old=_version(old), new=_version(new))
         if as_json:
             self.stdout.write(json.dumps(diff.as_dict(), indent=2, ensure_ascii=False))
+        elif diff.is_empty:
+            self.stdout.write(f"No differences between {diff.old_label} and {diff.new_label}.")
         else:
             self.stdout.write(diff.text, ending="")
 
