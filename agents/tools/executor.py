@@ -514,6 +514,18 @@ class ToolExecutor:
             return self._result(
                 ExecutorCode.RESPONSE_TOO_LARGE, started, url, payload, None, "", detail=str(exc)
             )
+        except httpx.DecodingError as exc:
+            # The server answered, with a body its Content-Encoding does not decode (a bad
+            # gzip stream): a broken response, not a lost connection.
+            return self._result(
+                ExecutorCode.BAD_RESPONSE,
+                started,
+                url,
+                payload,
+                None,
+                "",
+                detail=f"the API sent a body that does not decode as its Content-Encoding: {exc}",
+            )
         except httpx.HTTPError as exc:
             return self._result(
                 ExecutorCode.CONNECTION_ERROR,
@@ -522,7 +534,8 @@ class ToolExecutor:
                 payload,
                 None,
                 "",
-                detail=f"{type(exc).__name__}: {exc}",
+                detail=f"{type(exc).__name__}: "
+                + (str(exc) or "the connection closed before the response was complete"),
             )
         content_type = response.headers.get("content-type", "")
         # The charset the response declares (latin-1 APIs exist), and no NUL: the body goes

@@ -31,6 +31,7 @@ CANNED: dict[str, tuple[int, str, bytes]] = {
         '{"status": "expédié"}'.encode("latin-1"),
     ),
     "/empty": (204, "", b""),
+    "/bad-gzip": (200, "application/json", b"this is not a gzip stream at all"),
 }
 
 
@@ -43,6 +44,8 @@ class Canned(BaseHTTPRequestHandler):
         self.send_response(status)
         if content_type:
             self.send_header("Content-Type", content_type)
+        if self.path.endswith("/bad-gzip"):
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -138,3 +141,13 @@ def test_an_answer_about_another_thing_than_the_one_asked_for_is_no_result(
 
     found = response_identity_problem(arguments, body)
     assert (problem in found and found.startswith("an answer about")) if problem else found == ""
+
+
+@pytest.mark.django_db
+def test_a_body_that_does_not_decode_is_a_broken_response_not_a_lost_connection(
+    canned: str, error_rules: None
+) -> None:
+    result = execute(http_tool("/bad-gzip"), {})
+    assert (result.code, result.ok) == (ExecutorCode.BAD_RESPONSE, False)
+    assert "does not decode as its Content-Encoding" in result.detail
+    assert _error_type(result) == "INTERNAL_SERVER_ERROR"
