@@ -30,6 +30,18 @@ CURRENCY_KEYS = ("currency", "currency_code")
 # A field holding a stock-keeping-unit code, and the fields naming what that code sells.
 SKU_KEY = re.compile(r"^(?:\w+_)?sku(?:_code)?$", re.IGNORECASE)
 PRODUCT_NAME_KEYS = ("product_name", "name", "title")
+# Text in a tool's data that speaks to the assistant instead of describing anything: a
+# prompt injection planted in a field (an order note, a review, a status). The model is
+# shown a placeholder in its place, so it can neither follow it nor repeat it to a customer.
+INSTRUCTION_LIKE = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\b[^.\n]{0,40}?"
+    r"\b(?:previous|prior|above|earlier|all|any|your|these|those)\b[^.\n]{0,30}?"
+    r"\b(?:instructions?|prompts?|rules?|guidelines?|directions?)\b"
+    r"|\byou are now\b|\b(?:system|developer) (?:prompt|message|instructions?)\b"
+    r"|\bnew instructions?\s*:|\bas (?:an ai|the assistant),? you (?:must|should|will)\b",
+    re.IGNORECASE,
+)
+WITHHELD = "[withheld: text addressed to the assistant, not data]"
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,7 @@ class ReducedObservation:
     truncated: bool
     deduped_items: int
     data: Any | None = None
+    withheld: int = 0  # values (or lines) that read as instructions (``INSTRUCTION_LIKE``)
 
 
 def observation_reduce(
@@ -72,12 +85,16 @@ def observation_reduce(
         if reduced is _MISSING:
             reduced = _drop_noise(parsed, depth=1)
         dedupe = _ListDeduper(max_list_items=max_list_items)
-        data = dedupe.apply(reduced)
+        data, withheld = _withhold_instructions(dedupe.apply(reduced))
         compact = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         deduped_items = dedupe.removed
     else:
         data = None
         compact, deduped_items = _reduce_text(text)
+        lines = compact.split("\n")
+        withheld = sum(1 for line in lines if INSTRUCTION_LIKE.search(line))
+        if withheld:
+            compact = "\n".join(WITHHELD if INSTRUCTION_LIKE.search(ln) else ln for ln in lines)
 
     final_text, truncated = _truncate_middle(compact, max_chars=max_chars)
     return ReducedObservation(
@@ -86,7 +103,28 @@ def observation_reduce(
         truncated=truncated,
         deduped_items=deduped_items,
         data=data,
+        withheld=withheld,
     )
+
+
+def _withhold_instructions(value: Any) -> tuple[Any, int]:
+    """``value`` with every string that reads as instructions replaced by ``WITHHELD``."""
+    if isinstance(value, str):
+        return (WITHHELD, 1) if INSTRUCTION_LIKE.search(value) else (value, 0)
+    if isinstance(value, dict):
+        count, out = 0, {}
+        for key, item in value.items():
+            out[key], found = _withhold_instructions(item)
+            count += found
+        return out, count
+    if isinstance(value, list):
+        count, items = 0, []
+        for item in value:
+            cleaned, found = _withhold_instructions(item)
+            items.append(cleaned)
+            count += found
+        return items, count
+    return value, 0
 
 
 # --- decoding and parsing ----------------------------------------------------------------
