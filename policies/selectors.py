@@ -304,20 +304,27 @@ def strategy_rollouts(*, strategy: Strategy, limit: int = 20) -> list[Rollout]:
     )
 
 
-def strategy_approvals_by_error_type(*, error_types: list[str]) -> dict[str, list[datetime]]:
+def strategy_approvals_by_error_type(
+    *, error_types: list[str]
+) -> tuple[dict[str, list[datetime]], set[str]]:
     """When strategies for each error type were approved: the creation of the version each
-    one introduced (a reviewer's approval and an auto-merge both publish one)."""
+    one introduced (a reviewer's approval and an auto-merge both publish one); and the
+    types an approved strategy still covers (the runtime applies it: a type whose every
+    approved strategy was since deprecated has none). One query."""
     approvals: dict[str, list[datetime]] = {}
+    in_force: set[str] = set()
     if not error_types:
-        return approvals
+        return approvals, in_force
     rows = (
         Strategy.objects.filter(error_type__in=error_types, introduced_in__isnull=False)
         .order_by()
-        .values_list("error_type", "introduced_in__created_at")
+        .values_list("error_type", "introduced_in__created_at", "status")
     )
-    for error_type, approved_at in rows:
+    for error_type, approved_at, status in rows:
         approvals.setdefault(error_type, []).append(approved_at)
-    return approvals
+        if status in APPLIED_STATUSES:
+            in_force.add(error_type)
+    return approvals, in_force
 
 
 # --- the rollout pages --------------------------------------------------------------------

@@ -70,9 +70,8 @@ def _drill_base(window: Window, filters: RollupFilters) -> str:
 def _discovery_context(window: Window) -> dict[str, Any]:
     found = error_types_first_seen(window=window)
     types = [item.error_type for item in (*found.current, *found.previous)]
-    found = discoveries_with_approvals(
-        found, approvals=strategy_approvals_by_error_type(error_types=types)
-    )
+    approvals, in_force = strategy_approvals_by_error_type(error_types=types)
+    found = discoveries_with_approvals(found, approvals=approvals, in_force=in_force)
     return {
         "new_error_types": found.current,
         "new_error_types_previous": len(found.previous),
@@ -151,6 +150,8 @@ def kpis_json(request: HttpRequest) -> JsonResponse:
                     "first_seen": item.first_seen,
                     "approved_at": item.approved_at,
                     "hours_to_approval": item.hours_to_approval,
+                    # False once every approved strategy for it was deprecated.
+                    "strategy_in_force": item.in_force if item.approved_at else None,
                 }
                 for item in context["new_error_types"]
             ],

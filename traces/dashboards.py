@@ -293,6 +293,9 @@ class NewErrorType:
     error_type: str
     first_seen: datetime
     approved_at: datetime | None = None
+    # False once every approved strategy for the type was deprecated: the approval is
+    # history, and nothing covers the type any more.
+    in_force: bool = True
 
     @property
     def hours_to_approval(self) -> float | None:
@@ -347,19 +350,29 @@ def error_types_first_seen(*, window: Window) -> Discoveries:
 
 
 def discoveries_with_approvals(
-    discoveries: Discoveries, *, approvals: Mapping[str, list[datetime]]
+    discoveries: Discoveries,
+    *,
+    approvals: Mapping[str, list[datetime]],
+    in_force: set[str] | None = None,
 ) -> Discoveries:
     """Attach the first approval at or after each type's first occurrence.
 
-    ``approvals`` maps an error type to the times strategies for it were approved; the
-    caller reads them from the policy tree (this layer cannot).
+    ``approvals`` maps an error type to the times strategies for it were approved, and
+    ``in_force`` names the types an approved strategy still covers (None: all of them); the
+    caller reads both from the policy tree (this layer cannot).
     """
 
     def attach(items: list[NewErrorType]) -> list[NewErrorType]:
         attached = []
         for item in items:
             later = [at for at in approvals.get(item.error_type, []) if at >= item.first_seen]
-            attached.append(replace(item, approved_at=min(later) if later else None))
+            attached.append(
+                replace(
+                    item,
+                    approved_at=min(later) if later else None,
+                    in_force=in_force is None or item.error_type in in_force,
+                )
+            )
         return attached
 
     return Discoveries(current=attach(discoveries.current), previous=attach(discoveries.previous))

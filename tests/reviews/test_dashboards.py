@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bench.dashboard import dashboard_data_fill
+from policies.models import Strategy
 from policies.services import strategy_activate
 from tests.policies.conftest import make_strategy  # noqa: F401
 from traces.dashboards import window_resolve
@@ -162,6 +163,37 @@ def test_new_error_types_show_the_time_to_an_approved_strategy(
     assert [item["error_type"] for item in data["new_error_types"]] == ["UNAUTHORIZED"]
     assert data["mean_hours_to_approval"] == 6.0
     assert "UNAUTHORIZED" in page and "6.0 h" in page
+
+
+def test_a_type_whose_approved_strategy_was_deprecated_says_nothing_covers_it_now(
+    ops_client: Client,
+    make_strategy: Any,  # noqa: F811
+) -> None:
+    """The approval stays history (its time to approval still counts), but the page no
+    longer reads as if a strategy covered the type."""
+    now = hour_of(timezone.now())
+    first_seen = now - timedelta(hours=10)
+    step_row(first_seen, error_type="UNAUTHORIZED")
+    step_row(first_seen, error_type="TIMEOUT")
+    approved = first_seen + timedelta(hours=2)
+    for error_type, tool in (("UNAUTHORIZED", "get_order"), ("TIMEOUT", "get_sku")):
+        strategy = make_strategy(
+            error_type=error_type,
+            status="in_review",
+            branch={"tool": tool, "field": "order_id", "transform": "digits_to_int"},
+        )
+        with mock.patch("django.utils.timezone.now", return_value=approved):
+            strategy_activate(strategy=strategy, author_kind="reviewer", at_once=True)
+    Strategy.objects.filter(error_type="UNAUTHORIZED").update(status=Strategy.Status.DEPRECATED)
+
+    data = ops_client.get("/dashboards/data/kpis.json?window=24h").json()
+    page = ops_client.get("/dashboards/?window=24h").content.decode()
+
+    by_type = {item["error_type"]: item for item in data["new_error_types"]}
+    assert by_type["UNAUTHORIZED"]["strategy_in_force"] is False
+    assert by_type["TIMEOUT"]["strategy_in_force"] is True
+    assert by_type["UNAUTHORIZED"]["hours_to_approval"] == 2.0
+    assert page.count("since deprecated: no strategy covers it now") == 1
 
 
 def test_the_failures_series_stacks_error_types_per_bucket(ops_client: Client) -> None:
