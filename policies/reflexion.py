@@ -65,6 +65,10 @@ CONSTRAINTS = [
 NOT_LEARNABLE = frozenset({"LLM_ERROR", "RUN_TIME_LIMIT", "UNKNOWN", "TOOL_SUSPENDED"})
 # How many failed attempts on one error signature before the loop stops and asks a human.
 NEGATIVE_FEEDBACK_LIMIT = 2
+NOT_REPLAYED_EXTERNAL = (
+    "not replayed: the run was ingested over OTLP and its agent runs outside Agent Ops; the "
+    "analysis is recorded, no strategy is published from it"
+)
 
 
 class ReflexionOutput(BaseModel):
@@ -95,6 +99,9 @@ class FailureFacts:
     error_detail: str
     # The Retry-After the API sent with the failure, in seconds, when it sent one.
     retry_after_s: float | None = None
+    # Ingested over OTLP: its agent runs elsewhere, so it is analysed but never replayed,
+    # and it neither agrees with, nor counts against, what this installation learned.
+    external: bool = False
 
     @property
     def signature(self) -> str:
@@ -154,6 +161,7 @@ def failures_of_trace(trace: Trace) -> list[FailureFacts]:
             response_summary=step.response_summary or "",
             error_detail=step.error_detail or "",
             retry_after_s=_retry_after(step),
+            external=trace.origin == Trace.Origin.EXTERNAL,
         )
         if fact.error_type in NOT_LEARNABLE or fact.signature in seen:
             continue
@@ -1001,7 +1009,7 @@ def negative_feedback_stop(facts: FailureFacts) -> str:
         error_signature=facts.signature,
         outcome=ReflexionProposal.Outcome.REJECTED,
         reason__startswith="replay failed",
-    )
+    ).exclude(trace__origin=Trace.Origin.EXTERNAL)  # never replayed here: no evidence
     deprecated = Strategy.objects.filter(
         error_type=facts.error_type, tool_name=facts.tool, status=Strategy.Status.DEPRECATED
     )
@@ -1111,7 +1119,7 @@ def reflexion_for_failure(
     """Turn one classified failure into a strategy, an agreement, or a recorded rejection."""
     from policies.replay import strategy_replay, strategy_replay_outcome
 
-    stop = negative_feedback_stop(facts)
+    stop = "" if facts.external else negative_feedback_stop(facts)
     if stop:
         return _record(facts, None, ReflexionProposal.Outcome.STOPPED, stop)
     proposal = next((p for p in (a(facts) for a in ANALYZERS) if p is not None), None)
@@ -1136,6 +1144,12 @@ def reflexion_for_failure(
     if failed_gates:
         reason = "; ".join(f"{name}: {why}" for name, why in failed_gates.items())
         return _record(facts, proposal, ReflexionProposal.Outcome.REJECTED, reason, gates)
+    if facts.external:
+        # The analysis is kept for people to read; a strategy of this installation that
+        # the same words happen to name (a tool called get_order elsewhere) is not touched.
+        return _record(
+            facts, proposal, ReflexionProposal.Outcome.REJECTED, NOT_REPLAYED_EXTERNAL, gates
+        )
 
     signature = branch_signature(proposal.kind, proposal.branch)
     same = (

@@ -736,10 +736,9 @@ def strategy_replay(*, proposal: Proposal, facts: FailureFacts) -> tuple[bool, s
     with a local agent would pass by luck, or crash on a provider this installation lacks).
     """
     if Trace.objects.filter(pk=facts.trace_id, origin=Trace.Origin.EXTERNAL).exists():
-        return False, (
-            "not replayed: the run was ingested over OTLP and its agent runs outside Agent "
-            "Ops; the analysis is recorded, no strategy is published from it"
-        )
+        from policies.reflexion import NOT_REPLAYED_EXTERNAL
+
+        return False, NOT_REPLAYED_EXTERNAL
     if proposal.kind == "prompt_hint" and facts.error_type in RANDOM_FAULTS:
         return False, (
             f"{facts.error_type} is a random fault: a prompt hint does not change the call, "
