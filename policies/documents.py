@@ -20,6 +20,7 @@ import yaml
 from django.db import transaction
 from django.db.models import Max
 
+from config.safe_yaml import PlainSafeDumper, PlainSafeLoader, yaml_load_plain
 from policies.branches import branch_errors, branch_signature
 from policies.models import Policy, PolicyVersion, Strategy
 from policies.selectors import policy_version_active, runtime_policy_cache_clear
@@ -222,7 +223,7 @@ def policy_document_render(
             for (tool, intent), lists in sorted(scopes.items())
         ],
     }
-    return yaml.safe_dump(data, **_DUMP_OPTIONS)
+    return yaml.dump(data, Dumper=PlainSafeDumper, **_DUMP_OPTIONS)
 
 
 def policy_document_checksum(text: str) -> str:
@@ -265,8 +266,8 @@ def _canonical(value: Any) -> Any:
 # --- parsing --------------------------------------------------------------------------------
 
 
-class _DocumentLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 booleans and duplicate-key detection.
+class _DocumentLoader(PlainSafeLoader):
+    """SafeLoader with YAML 1.2 booleans and duplicate-key detection, and no aliases.
 
     People edit these files by hand: an unquoted ``on:`` (an error handler key) must stay the
     string "on" rather than YAML 1.1's True, and a key written twice must be reported rather
@@ -302,9 +303,7 @@ _DocumentLoader.add_implicit_resolver(
 def policy_document_parse(text: str) -> PolicyDocument:
     """Parse and validate a policy document; raise PolicyDocumentError listing every problem."""
     try:
-        data = yaml.load(
-            text, Loader=_DocumentLoader
-        )  # a SafeLoader subclass: no arbitrary objects
+        data = yaml_load_plain(text, loader=_DocumentLoader)
     except yaml.YAMLError as exc:
         raise PolicyDocumentError([_yaml_error_message(exc)]) from exc
     errors: list[str] = []

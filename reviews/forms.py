@@ -8,6 +8,7 @@ import yaml
 from django import forms
 from django.contrib.auth import get_user_model
 
+from config.safe_yaml import PlainSafeDumper, yaml_load_plain
 from policies.branches import branch_errors
 from policies.models import Strategy
 from reviews.selectors import reviewers
@@ -83,17 +84,21 @@ class StrategyEditForm(forms.Form):
             initial={
                 "root_cause": strategy.root_cause,
                 "strategy_update": strategy.strategy_update,
-                "branch": yaml.safe_dump(strategy.branch, sort_keys=False, allow_unicode=True),
+                "branch": yaml.dump(
+                    strategy.branch, Dumper=PlainSafeDumper, sort_keys=False, allow_unicode=True
+                ),
             },
         )
 
     def clean_branch(self) -> dict[str, Any]:
         try:
-            branch = yaml.safe_load(self.cleaned_data["branch"])
+            branch = yaml_load_plain(self.cleaned_data["branch"])
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise forms.ValidationError(f"Not valid YAML{where}.") from exc
+            problem = getattr(exc, "problem", None) or (str(exc) if mark is None else "")
+            detail = f": {problem}" if problem else ""
+            raise forms.ValidationError(f"Not valid YAML{where}{detail}.") from exc
         errors = branch_errors(self.kind, branch)
         if errors:
             raise forms.ValidationError(errors)

@@ -101,10 +101,12 @@ def _load(raw: bytes) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as json_error:
         try:
             import yaml
+
+            from config.safe_yaml import yaml_load_plain
         except ImportError:  # pragma: no cover - PyYAML ships with the project's deps
             raise ToolImportError([f"not valid JSON: {json_error}"]) from None
         try:
-            loaded = yaml.safe_load(raw)
+            loaded = yaml_load_plain(raw)
         except yaml.YAMLError as exc:
             raise ToolImportError([f"neither valid JSON nor YAML: {exc}"]) from None
         if not isinstance(loaded, dict | list):

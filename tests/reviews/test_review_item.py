@@ -651,3 +651,23 @@ def test_a_thumbs_down_on_a_simulated_answer_says_the_simulated_model_wrote_it(
     for page in (item, queue):
         answer = page[page.index("<dt>Answer</dt>") :].split("</dd>", 1)[0]
         assert "Lost." in answer and ">simulated</span>" in answer
+
+
+def test_an_edit_with_yaml_aliases_is_refused_at_once_and_changes_nothing(
+    client: Client, proposal: ReviewItem, ops_user: Any
+) -> None:
+    """Nested aliases (~800 bytes) made a structure whose every walk (the schema check,
+    redaction) doubles per level: 50 s of one process at depth 12, days at 25."""
+    client.force_login(ops_user)
+    levels = ["  l0: &l0 {type: string}"]
+    levels += [
+        f"  l{n}: &l{n} {{type: object, properties: {{a: *l{n - 1}, b: *l{n - 1}}}}}"
+        for n in range(1, 15)  # before: minutes; each level doubled it
+    ]
+    typed = "tool: search_products\nschema:\n  $defs:\n" + "\n".join("  " + line for line in levels)
+
+    response = client.post(f"/reviews/{proposal.pk}/edit/", _edit_form(branch=typed))
+
+    assert response.status_code == 400
+    assert "aliases (*l0) are not accepted here" in response.content.decode()
+    assert _strategy(proposal).branch == RULE and not AuditLog.objects.exists()
