@@ -4,15 +4,17 @@ from rest_framework import serializers
 from agents.answer_format import style_problem
 from agents.models import Agent
 from agents.query_validation import (
+    CUSTOMER_ID_MESSAGE,
     CUSTOMER_ID_PATTERN,
     validate_query_length,
     validate_query_not_blank,
 )
+from config.api_fields import KnownFieldsSerializer
 from traces.api.serializers import TraceSerializer
 from traces.models import Trace
 
 
-class RunCreateSerializer(serializers.Serializer):
+class RunCreateSerializer(KnownFieldsSerializer):
     query = serializers.CharField(
         trim_whitespace=True, validators=[validate_query_not_blank, validate_query_length]
     )
@@ -22,8 +24,18 @@ class RunCreateSerializer(serializers.Serializer):
         required=False,
         help_text="Agent slug; defaults to the support agent.",
     )
-    customer_id = serializers.RegexField(CUSTOMER_ID_PATTERN, required=False, default="")
-    session_id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{0,64}$", required=False, default="")
+    customer_id = serializers.RegexField(
+        CUSTOMER_ID_PATTERN,
+        required=False,
+        default="",
+        error_messages={"invalid": CUSTOMER_ID_MESSAGE},
+    )
+    session_id = serializers.RegexField(
+        r"^[A-Za-z0-9_.:-]{0,64}$",
+        required=False,
+        default="",
+        error_messages={"invalid": "Letters, digits, _ . : and - only (max 64)."},
+    )
     locale = serializers.CharField(
         max_length=35,
         required=False,

@@ -113,6 +113,11 @@ def test_a_bad_token_is_401(support_agent: Any, header: str) -> None:
         "/api/traces/?offset=100000000000000000000",
         "/api/traces/?status=bogus",
         "/api/traces/?agent=not%20a%20slug",
+        # Unknown names: a misspelt or page-only filter used to return the whole list.
+        "/api/traces/?statuss=failed",
+        "/api/traces/?q=refund",
+        "/api/steps/?step_error=TIMEOUT",
+        "/api/traces/{trace}/steps/?limit=1",
     ],
 )
 def test_malformed_query_parameters_are_a_400_naming_the_parameter(
@@ -365,3 +370,27 @@ def test_the_trace_list_filters_by_origin(
     assert [t["query"] for t in customer] == ["customer"]
     refused = api.get("/api/traces/?origin=robots")
     assert refused.status_code == 400 and "origin" in refused.json()
+
+
+def test_a_field_the_run_api_does_not_take_is_a_400_that_names_it(
+    api: APIClient, support_agent: Any
+) -> None:
+    """{"query": …, "bogus": 1} used to start a run that silently dropped the field."""
+    from traces.models import Trace
+
+    response = api.post(
+        "/api/runs/", {"query": "Where is my order #W1000001?", "priorty": "high"}, format="json"
+    )
+
+    assert response.status_code == 400
+    message = response.json()["priorty"][0]
+    assert message.startswith("Unknown field; this endpoint takes: query, agent, customer_id")
+    assert not Trace.objects.exists()
+
+
+def test_a_malformed_customer_id_says_what_is_allowed(api: APIClient, support_agent: Any) -> None:
+    response = api.post(
+        "/api/runs/", {"query": "hi there", "customer_id": "bad id!"}, format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["customer_id"] == ["Letters, digits, - and _ only (max 64)."]

@@ -2,9 +2,11 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from config.api_fields import LIST_PARAMETERS, unknown_names_errors
 from traces.api.schema import AUTH_ERRORS, BAD_REQUEST, NOT_FOUND
 from traces.api.serializers import (
     StepCursorSerializer,
@@ -23,12 +25,16 @@ def _ordered(qs: QuerySet, ordering: str) -> QuerySet:
     return qs.order_by(ordering, "-pk" if ordering.startswith("-") else "pk")
 
 
-def _validated_params(serializer_class: type, request: Request) -> dict:
-    """The query parameters a view declares, validated; a 400 names each bad one."""
+def _validated_params(serializer_class: type, request: Request, *, paginated: bool = True) -> dict:
+    """The query parameters a view declares, validated; a 400 names each bad one, and each
+    one the view does not take (a misspelt filter must not return the whole list)."""
     # A plain dict: from a QueryDict, DRF would read `?trace=` as "not given" instead of
     # refusing the empty value.
     params = serializer_class(data=request.query_params.dict())
-    params.is_valid(raise_exception=True)
+    known = [*params.fields, *(LIST_PARAMETERS if paginated else ("format",))]
+    unknown = unknown_names_errors(request.query_params.keys(), known, what="parameter")
+    if not params.is_valid() or unknown:
+        raise ValidationError({**(params.errors if params.errors else {}), **unknown})
     return params.validated_data
 
 
@@ -80,7 +86,7 @@ class TraceViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], pagination_class=None)
     def steps(self, request: Request, pk: str | None = None, format: str | None = None) -> Response:
         """The trace's steps in order, optionally only those after step number `after`."""
-        after = _validated_params(StepCursorSerializer, request)["after"]
+        after = _validated_params(StepCursorSerializer, request, paginated=False)["after"]
         trace = self.get_object()
         steps = trace.steps.filter(step_number__gt=after).order_by("step_number")
         return Response(StepSerializer(steps, many=True).data)
