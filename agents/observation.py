@@ -8,6 +8,7 @@ compact JSON, and finally a head-and-tail cut that never exceeds ``max_chars``.
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections.abc import Sequence
@@ -22,7 +23,6 @@ TRUNCATION_MARKER = "…[truncated {count} chars]…"
 # The head carries the top-level fields a reader looks at first; the tail shows how it ends.
 HEAD_SHARE = 2 / 3
 WHITESPACE_RUN = re.compile(r"[^\S\n]+")
-CHARSET_PARAMETER = re.compile(r"charset=[\"']?([\w.:-]+)", re.IGNORECASE)
 # A field whose last word names money ("price", "final_price", "refund_amount", "total"):
 # its number means nothing to a customer without the currency beside it.
 MONEY_KEY = re.compile(r"(?:^|_)(?:price|amount|cost|fee|subtotal|total|refund)$", re.IGNORECASE)
@@ -131,14 +131,43 @@ def _withhold_instructions(value: Any) -> tuple[Any, int]:
 
 
 def _decode(body: str | bytes, *, content_type: str) -> str:
-    if isinstance(body, str):
-        return body
-    match = CHARSET_PARAMETER.search(content_type)
-    encoding = match.group(1) if match else "utf-8"
+    return body if isinstance(body, str) else response_text(body, content_type)
+
+
+def _charset(content_type: str) -> str | None:
+    """The charset a Content-Type declares, if Python knows it."""
+    match = re.search(r"charset\s*=\s*\"?([A-Za-z0-9._:-]+)", content_type)
+    if match:
+        try:
+            return codecs.lookup(match.group(1)).name
+        except LookupError:
+            pass
+    return None
+
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),  # before UTF-16's: it starts with the same two bytes
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def response_text(body: bytes, content_type: str) -> str:
+    """A response body as text: in the charset it declares; else by its byte-order mark
+    (JSON may be UTF-16 or UTF-32 with one); else UTF-8, and where that fails, Windows-1252
+    (the old default of text on the web: "Crème" arrived as "Cr�me")."""
+    declared = _charset(content_type)
+    if declared:
+        return body.decode(declared, errors="replace")
+    for bom, encoding in _BOMS:
+        if body.startswith(bom):
+            return body.decode(encoding, errors="replace")
     try:
-        return body.decode(encoding, errors="replace")
-    except LookupError:
-        return body.decode("utf-8", errors="replace")
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body.decode("cp1252", errors="replace")
 
 
 def _parse_json(text: str, *, content_type: str) -> tuple[Any, bool]:

@@ -5,7 +5,6 @@ size cap, standard error codes. Nothing the model says reaches the network unche
 from __future__ import annotations
 
 import asyncio
-import codecs
 import inspect
 import json
 import re
@@ -17,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from agents.observation import response_text
 from agents.tools.adapters import ADAPTERS, adapt_arguments
 from agents.tools.credentials import (
     CredentialMissing,
@@ -61,17 +61,6 @@ class ExecutorCode:
     BAD_RESPONSE = "BAD_RESPONSE"
     TOOL_ERROR = "TOOL_ERROR"
     CREDENTIAL_MISSING = "CREDENTIAL_MISSING"
-
-
-def _charset(content_type: str) -> str:
-    """The charset a Content-Type declares, if Python knows it; else UTF-8."""
-    match = re.search(r"charset\s*=\s*\"?([A-Za-z0-9._:-]+)", content_type)
-    if match:
-        try:
-            return codecs.lookup(match.group(1)).name
-        except LookupError:
-            pass
-    return "utf-8"
 
 
 # Keys an error envelope carries besides the error itself; a body with any other key holds
@@ -276,7 +265,9 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    # A date names a whole second, and the API's own deadline may fall anywhere inside it:
+    # waiting the exact difference (1.1-1.8 s for "in 2 s") came back before it was ready.
+    return max(0.0, (when - datetime.now(UTC)).total_seconds() + 1)
 
 
 class ToolExecutor:
@@ -540,7 +531,7 @@ class ToolExecutor:
         content_type = response.headers.get("content-type", "")
         # The charset the response declares (latin-1 APIs exist), and no NUL: the body goes
         # to the model, the Step and the result cache, and PostgreSQL stores no NUL.
-        body = storable_text(response.body.decode(_charset(content_type), errors="replace"))
+        body = storable_text(response_text(response.body, content_type))
         code = ExecutorCode.OK if 200 <= response.status_code < 300 else ExecutorCode.HTTP_ERROR
         detail = ""
         if code == ExecutorCode.OK:

@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -381,3 +382,13 @@ def test_a_retry_after_date_without_a_zone_still_lies_ahead() -> None:
     # Decades ahead, however long the test takes; read as UTC, not refused as naive.
     seconds = retry_after_seconds("Fri, 01 Jan 2100 00:00:00 -0000")
     assert seconds is not None and seconds > 365 * 24 * 3600
+
+
+def test_a_retry_after_date_is_waited_for_past_the_second_it_names() -> None:
+    """The date is to the second and the API's deadline may fall late inside it: the exact
+    difference (1.1-1.8 s for a date 2 s ahead) retried before the API was ready."""
+    from email.utils import format_datetime
+
+    ahead = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    seconds = retry_after_seconds(format_datetime(ahead, usegmt=True))
+    assert seconds is not None and 3.0 < seconds <= 4.0

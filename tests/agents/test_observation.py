@@ -316,3 +316,42 @@ def test_a_value_that_speaks_to_the_assistant_is_withheld_from_the_model(text: s
 def test_ordinary_data_is_not_withheld(text: str) -> None:
     reduced = observation_reduce(body=json.dumps({"status": text}), key_fields=())
     assert (reduced.withheld, reduced.data) == (0, {"status": text})
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        pytest.param(
+            '\ufeff{"name": "Crème Brûlée"}'.encode("utf-16-le"),
+            "application/json",
+            id="utf-16-le-bom",
+        ),
+        pytest.param(
+            '\ufeff{"name": "Crème Brûlée"}'.encode("utf-16-be"),
+            "application/json",
+            id="utf-16-be-bom",
+        ),
+        pytest.param(
+            '\ufeff{"name": "Crème Brûlée"}'.encode("utf-32-le"),
+            "application/json",
+            id="utf-32-bom",
+        ),
+        pytest.param(
+            '\ufeff{"name": "Crème Brûlée"}'.encode("utf-8"), "application/json", id="utf-8-bom"
+        ),
+        pytest.param(
+            '{"name": "Crème Brûlée"}'.encode("latin-1"),
+            "application/json",
+            id="latin-1-undeclared",
+        ),
+        pytest.param('{"name": "Crème Brûlée"}'.encode(), "application/json", id="utf-8"),
+    ],
+)
+def test_an_undeclared_charset_is_read_from_the_bom_or_falls_back_from_utf8(
+    body: bytes, content_type: str
+) -> None:
+    """A UTF-16 body with a BOM and no charset was read as UTF-8 garbage (and then a broken
+    response); a latin-1 one reached the customer as "Cr\ufffdme Br\ufffdl\ufffde"."""
+    from agents.observation import response_text
+
+    assert json.loads(response_text(body, content_type)) == {"name": "Crème Brûlée"}
