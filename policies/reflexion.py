@@ -1117,7 +1117,7 @@ def reflexion_for_failure(
     facts: FailureFacts, *, auto_approve: bool | None = None
 ) -> ReflexionProposal:
     """Turn one classified failure into a strategy, an agreement, or a recorded rejection."""
-    from policies.replay import strategy_replay, strategy_replay_outcome
+    from policies.replay import INCONCLUSIVE, strategy_replay_outcome
 
     stop = "" if facts.external else negative_feedback_stop(facts)
     if stop:
@@ -1203,7 +1203,8 @@ def reflexion_for_failure(
                 strategy_auto_merge(strategy=same)
         return record
 
-    passed, detail = strategy_replay(proposal=proposal, facts=facts)
+    replayed = strategy_replay_outcome(proposal=proposal, facts=facts)
+    passed, detail = replayed.passed, replayed.detail
     # The replay's detail quotes the responses it got; it is stored on the strategy.
     detail = redact_text(detail)
     while not passed and alternatives:
@@ -1221,12 +1222,20 @@ def reflexion_for_failure(
         if any(gates.values()):
             detail = "quality gates: " + "; ".join(f"{k}: {v}" for k, v in gates.items() if v)
             continue
-        passed, detail = strategy_replay(proposal=proposal, facts=facts)
-        detail = redact_text(detail)
+        replayed = strategy_replay_outcome(proposal=proposal, facts=facts)
+        passed, detail = replayed.passed, redact_text(replayed.detail)
         signature = branch_signature(proposal.kind, proposal.branch)
     if not passed:
+        # Refuted, or untested: nothing cached to serve, the tool suspended, or the replay
+        # fixed what it targets and then met a failure of another class (the order does not
+        # exist). Only a refutation counts towards the negative-feedback stop.
+        untested = detail.startswith(INCONCLUSIVE) or failure_unrelated(
+            replayed.error_types, target=facts.error_type
+        )
+        detail = detail.removeprefix(INCONCLUSIVE)
+        verdict = "replay inconclusive" if untested else "replay failed"
         return _record(
-            facts, proposal, ReflexionProposal.Outcome.REJECTED, f"replay failed: {detail}", gates
+            facts, proposal, ReflexionProposal.Outcome.REJECTED, f"{verdict}: {detail}", gates
         )
     slot = branch_slot(proposal.kind, proposal.branch)
     rival = next(

@@ -83,7 +83,7 @@ def _result_event(result: ToolCallResult) -> ErrorEvent:
 async def _call(executor: ToolExecutor, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
     checked = executor.validate(tool, arguments)
     if isinstance(checked, ValidationFailure):
-        return False, f"{checked.code}: {checked.detail}"
+        return False, _refused(checked)
     result = await executor.execute(checked)
     if not result.ok:
         _failure_seen(result)
@@ -101,7 +101,7 @@ async def _wait_retry_replay(
     (at most the branch's cap and REPLAY_MAX_WAIT_S) and call again, up to its retries."""
     checked = executor.validate(tool, arguments)
     if isinstance(checked, ValidationFailure):
-        return False, f"{checked.code}: {checked.detail}"
+        return False, _refused(checked)
     first = await executor.execute(checked)
     result, notes = await _waited_retries(executor, checked, first, branch)
     shown = ", ".join([str(first.status_code or first.code), *notes])
@@ -146,7 +146,7 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
         if proposal.kind == "adapter":
             checked = executor.validate(facts.tool, facts.action_input)
             if isinstance(checked, ValidationFailure):
-                return False, f"{checked.code}: {checked.detail}"
+                return False, _refused(checked)
             # As the runtime does: the adapter runs on the validated input.
             rule = adapter_rule(0, branch)
             arguments, fired = apply_adapters(
@@ -194,7 +194,10 @@ async def _replay_tool_call(proposal: Proposal, facts: FailureFacts) -> tuple[bo
                 # The handler acts only when the call fails, and then only with a cached
                 # result: an upstream that recovered by itself says nothing about it.
                 if not cached:
-                    return False, "nothing cached for this call: the handler has nothing to serve"
+                    return False, (
+                        INCONCLUSIVE
+                        + "nothing cached for this call: the handler has nothing to serve"
+                    )
                 ok, detail = await _call(executor, facts.tool, arguments)
                 upstream = "recovered" if ok else "still failing"
                 return (
@@ -451,7 +454,17 @@ async def _paired_replay(proposal: Proposal, facts: FailureFacts) -> tuple[bool,
         # sent, after the live adapters, and are sent again as they were.
         checked = _as_sent(executor, facts.tool, facts.action_input, recorded=True)
         if isinstance(checked, ValidationFailure):
-            return False, f"{checked.code}: {checked.detail}"
+            return False, _refused(checked)
+        if proposal.kind == "error_handler" and proposal.branch.get("action") == "degrade_cache":
+            from agents.models import ToolResultCache
+
+            signature = call_signature(checked.tool.name, checked.arguments)
+            key = hashlib.sha256(signature.encode()).hexdigest()
+            if not await ToolResultCache.objects.filter(signature=key).aexists():
+                # Every pair would lose for want of a cached result, not for the handler.
+                return False, (
+                    INCONCLUSIVE + "nothing cached for this call: the handler has nothing to serve"
+                )
         for number in range(RANDOM_FAULT_PAIRS):
             if proposal.kind == "error_handler":
                 bare = await executor.execute(checked)
@@ -695,6 +708,18 @@ def replay_stages(proposal: Proposal, facts: FailureFacts) -> list[str]:
     first = "paired" if facts.error_type in RANDOM_FAULTS else "call"
     regression = ["regression"] if proposal.kind in REGRESSION_KINDS else []
     return [first, *regression, "run"]
+
+
+# A replay that could not test the strategy (nothing cached for a cache handler to serve,
+# the tool suspended by the timeout breaker) says so with this prefix: it is no evidence
+# against the strategy, and the negative-feedback stop does not count it.
+INCONCLUSIVE = "inconclusive: "
+
+
+def _refused(checked: ValidationFailure) -> str:
+    """What a refused replay call says; a suspended tool tests nothing."""
+    text = f"{checked.code}: {checked.detail}"
+    return INCONCLUSIVE + text if checked.code == ExecutorCode.TOOL_SUSPENDED else text
 
 
 @dataclass(frozen=True)

@@ -125,12 +125,13 @@ def test_a_degrade_handler_with_nothing_cached_does_not_beat_no_strategy(
 
     passed, detail = _replay("error_handler", DEGRADE, facts)
 
-    assert not passed
-    assert detail.startswith(
-        "INTERNAL_SERVER_ERROR is a random fault: the strategy does not beat no strategy on "
-        f'{RANDOM_FAULT_PAIRS} paired replays of get_order {{"order_id": "{order.order_id}"}}: '
+    # Untested rather than refuted: no pair could show what serving the cache does, so
+    # none is sent, and it is no evidence against the handler (the negative-feedback stop
+    # does not count it).
+    assert (passed, detail) == (
+        False,
+        "inconclusive: nothing cached for this call: the handler has nothing to serve",
     )
-    assert detail.endswith(_not_beaten(0, 0) if upstream_down else _not_beaten(6, 6))
 
 
 def test_a_degrade_handler_passes_when_it_serves_the_failed_call_from_the_cache(

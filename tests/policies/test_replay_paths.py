@@ -95,7 +95,7 @@ def test_a_degrade_handler_with_nothing_cached_for_the_call_fails(
 
     assert _strategy_replay(_proposal("error_handler", DEGRADE_404), facts) == (
         False,
-        "nothing cached for this call: the handler has nothing to serve",
+        "inconclusive: nothing cached for this call: the handler has nothing to serve",
     )
 
 
