@@ -9,6 +9,7 @@ import inspect
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -126,6 +127,32 @@ def response_body_problem(body: str, content_type: str) -> str:
     if not failed:
         return ""
     return "an error in its body: " + _error_text(data)[:300]
+
+
+def response_fields_problem(body: str, content_type: str, key_fields: Sequence[str]) -> str:
+    """Why a 2xx response holds none of what the tool returns, or "": for a tool that names
+    its key fields (``status``, ``shipping.carrier``), an empty body, or a JSON object with
+    none of their top-level names (``{}``, ``{"data": {}}``). Such a "success" answered
+    "I found order #W…" from nothing. A list, even empty, is left alone: no results is a
+    result."""
+    tops = list(dict.fromkeys(field.split(".")[0] for field in key_fields if field))
+    if not tops:
+        return ""
+    named = ", ".join(tops[:6]) + (", …" if len(tops) > 6 else "")
+    if not body.strip():
+        return f"an empty body, where the tool returns {named}"
+    media = content_type.split(";")[0].strip().lower()
+    if not (media.endswith("json") or body.lstrip()[:1] == "{"):
+        return ""
+    try:
+        data = json.loads(body, strict=False)
+    except ValueError:
+        return ""  # response_body_problem speaks for a body that says it is JSON
+    if isinstance(data, dict) and not any(top in data for top in tops):
+        shown = json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        shown = shown if len(shown) <= 120 else shown[:120] + "…"
+        return f"none of the fields the tool returns ({named}): {shown}"
+    return ""
 
 
 def _identifier(name: str) -> bool:
@@ -535,8 +562,10 @@ class ToolExecutor:
         code = ExecutorCode.OK if 200 <= response.status_code < 300 else ExecutorCode.HTTP_ERROR
         detail = ""
         if code == ExecutorCode.OK:
-            problem = response_body_problem(body, content_type) or response_identity_problem(
-                call.arguments, body
+            problem = (
+                response_body_problem(body, content_type)
+                or response_fields_problem(body, content_type, call.tool.key_fields)
+                or response_identity_problem(call.arguments, body)
             )
             if problem:
                 code = ExecutorCode.BAD_RESPONSE

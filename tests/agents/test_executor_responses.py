@@ -31,6 +31,10 @@ CANNED: dict[str, tuple[int, str, bytes]] = {
         '{"status": "expédié"}'.encode("latin-1"),
     ),
     "/empty": (204, "", b""),
+    "/empty-object": (200, "application/json", b"{}"),
+    "/wrapped-empty": (200, "application/json", b'{"data": {}}'),
+    "/no-results": (200, "application/json", b"[]"),
+    "/order": (200, "application/json", b'{"order_id": "#W1", "state": "shipped"}'),
     "/bad-gzip": (200, "application/json", b"this is not a gzip stream at all"),
 }
 
@@ -151,3 +155,38 @@ def test_a_body_that_does_not_decode_is_a_broken_response_not_a_lost_connection(
     assert (result.code, result.ok) == (ExecutorCode.BAD_RESPONSE, False)
     assert "does not decode as its Content-Encoding" in result.detail
     assert _error_type(result) == "INTERNAL_SERVER_ERROR"
+
+
+ORDER_FIELDS = ("order_id", "status", "shipping.carrier")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/empty", "an empty body, where the tool returns order_id, status, shipping"),
+        ("/empty-object", "none of the fields the tool returns (order_id, status, shipping): {}"),
+        (
+            "/wrapped-empty",
+            'none of the fields the tool returns (order_id, status, shipping): {"data":{}}',
+        ),
+    ],
+)
+def test_a_2xx_with_none_of_the_tools_key_fields_is_no_result(
+    canned: str, error_rules: None, path: str, says: str
+) -> None:
+    """An order lookup answered {} used to be a success, and the answer said "I found order
+    #W…" from nothing."""
+    result = execute(http_tool(path, key_fields=ORDER_FIELDS), {})
+    assert (result.code, result.ok) == (ExecutorCode.BAD_RESPONSE, False)
+    assert says in result.detail
+    assert _error_type(result) == "INTERNAL_SERVER_ERROR"
+
+
+@pytest.mark.parametrize("path", ["/no-results", "/order", "/empty-object"])
+def test_a_list_any_key_field_or_a_tool_without_key_fields_stays_a_result(
+    canned: str, path: str
+) -> None:
+    fields = () if path == "/empty-object" else ORDER_FIELDS
+    result = execute(http_tool(path, key_fields=fields), {})
+    assert (result.code, result.ok) == (ExecutorCode.OK, True)
