@@ -6,12 +6,15 @@ data migration and ``errorrules_seed_defaults``; code never hard-wires the mappi
 
 from __future__ import annotations
 
-import re
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from traces.db_threads import db_async
 from traces.models import ErrorRule, ErrorType
+from traces.patterns import BODY_SCAN_CHARS, body_regex
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class CompiledRule:
     status_min: int | None
     status_max: int | None
     exception_class: str
-    body_regex: re.Pattern[str] | None
+    body_regex: Any  # an RE2 pattern (traces.patterns), or None
     error_type: str
 
     def matches(self, event: ErrorEvent) -> bool:
@@ -47,7 +50,18 @@ class CompiledRule:
                 return False
         if self.exception_class and self.exception_class != event.exception_class:
             return False
-        return not (self.body_regex and not self.body_regex.search(event.body or ""))
+        if self.body_regex is None:
+            return True
+        return self.body_regex.search((event.body or "")[:BODY_SCAN_CHARS]) is not None
+
+
+# A 4xx naming a wrong type: this project's words, and pydantic v2's error codes and
+# messages ("int_parsing", "Input should be a valid integer"), so that one change of an
+# API (order ids became integers) is one error type whichever framework reports it.
+TYPE_MISMATCH_PATTERN = (
+    r"type_mismatch|expected_type|must be an? (integer|number|boolean)"
+    r"|\b(int|float|bool|decimal)_(parsing|type)\b|should be a valid (integer|number|boolean)"
+)
 
 
 def _rule(
@@ -166,6 +180,9 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
     # a 401 is no missing argument, nor is "order id is required" on a 404.
     _rule(57, "401 / 403", H, T.UNAUTHORIZED, status=(401, 403)),
     _rule(58, "404", H, T.RESOURCE_NOT_FOUND, status=(404, 404)),
+    # Gone for good is not found: nothing a changed argument fixes (it was "any other 4xx",
+    # INVALID_PARAMETER, and Reflexion tried to repair the call).
+    _rule(62, "410 gone", H, T.RESOURCE_NOT_FOUND, status=(410, 410)),
     _rule(
         54,
         "Tool credential not configured",
@@ -182,7 +199,7 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
         H,
         T.TYPE_MISMATCH,
         status=(400, 422),
-        body_pattern=r"type_mismatch|expected_type|must be an? (integer|number|boolean)",
+        body_pattern=TYPE_MISMATCH_PATTERN,
     ),
     _rule(
         61,
@@ -242,21 +259,31 @@ RULE_FIELDS = (
 
 
 def compile_rules(rows: list[dict[str, Any]]) -> list[CompiledRule]:
-    compiled = [
-        CompiledRule(
-            position=row["position"],
-            name=row["name"],
-            source=row["source"],
-            status_min=row.get("status_min"),
-            status_max=row.get("status_max"),
-            exception_class=row.get("exception_class") or "",
-            body_regex=re.compile(row["body_pattern"], re.IGNORECASE)
-            if row.get("body_pattern")
-            else None,
-            error_type=row["error_type"],
+    compiled = []
+    for row in rows:
+        pattern = row.get("body_pattern") or ""
+        try:
+            regex = body_regex(pattern) if pattern else None
+        except ValueError as exc:
+            # Saved past ErrorRule.clean() (a queryset update, an old row): this rule is
+            # skipped, the others still classify.
+            logger.warning(
+                "classifier.rule_skipped",
+                extra={"position": row["position"], "rule": row["name"], "error": str(exc)},
+            )
+            continue
+        compiled.append(
+            CompiledRule(
+                position=row["position"],
+                name=row["name"],
+                source=row["source"],
+                status_min=row.get("status_min"),
+                status_max=row.get("status_max"),
+                exception_class=row.get("exception_class") or "",
+                body_regex=regex,
+                error_type=row["error_type"],
+            )
         )
-        for row in rows
-    ]
     return sorted(compiled, key=lambda rule: rule.position)
 
 

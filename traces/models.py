@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.urls import reverse
 
@@ -347,6 +348,13 @@ class ErrorRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.position}. {self.name} -> {self.error_type}"
+
+    def clean(self) -> None:
+        from traces.patterns import body_pattern_problem
+
+        problem = body_pattern_problem(self.body_pattern) if self.body_pattern else ""
+        if problem:
+            raise ValidationError({"body_pattern": problem})
 
 
 class RollupDims(models.Model):

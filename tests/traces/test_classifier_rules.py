@@ -164,3 +164,57 @@ def test_the_migration_brings_an_older_installation_the_bad_response_and_3xx_rul
     ]
     moved = {r["name"]: r["position"] for r in DEFAULT_ERROR_RULES}
     assert (moved["401 / 403"], moved["404"]) == (57, 58)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("status", "body", "error_type"),
+    [
+        (410, '{"detail": "this order was archived"}', "RESOURCE_NOT_FOUND"),
+        (
+            422,
+            '{"detail": [{"type": "int_parsing", "loc": ["path", "order_id"], '
+            '"msg": "Input should be a valid integer, unable to parse string as an integer"}]}',
+            "TYPE_MISMATCH",
+        ),
+        (400, "order_id: Input should be a valid integer", "TYPE_MISMATCH"),
+        (409, '{"detail": "the order was already cancelled"}', "INVALID_PARAMETER"),
+    ],
+)
+def test_a_410_is_not_found_and_pydantic_type_errors_are_type_mismatches(
+    error_rules: None, status: int, body: str, error_type: str
+) -> None:
+    event = ErrorEvent(source="http", status_code=status, body=body)
+    assert classify_error(event, error_rules_load()) == error_type
+
+
+@pytest.mark.django_db
+def test_the_migration_brings_an_older_installation_the_410_and_pydantic_rules(
+    error_rules: None,
+) -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("traces.migrations.0022_error_rules_410_and_pydantic_types")
+    # An installation seeded before: no 410 rule, the type rule's older pattern.
+    ErrorRule.objects.filter(status_min=410).delete()
+    ErrorRule.objects.filter(body_pattern=migration.TYPE_NOW).update(
+        body_pattern=migration.TYPE_SEEDED
+    )
+    pydantic = ErrorEvent(source="http", status_code=422, body='{"type": "int_parsing"}')
+    gone = ErrorEvent(source="http", status_code=410, body="")
+    assert classify_error(pydantic, error_rules_load()) == "INVALID_PARAMETER"
+    assert classify_error(gone, error_rules_load()) == "INVALID_PARAMETER"
+
+    migration.forwards(apps, None)
+    migration.forwards(apps, None)
+
+    rules = error_rules_load()
+    assert classify_error(pydantic, rules) == "TYPE_MISMATCH"
+    assert classify_error(gone, rules) == "RESOURCE_NOT_FOUND"
+    assert ErrorRule.objects.filter(status_min=410).count() == 1
+    # The frozen copies are the defaults as they stand today.
+    defaults = {r["name"]: r for r in DEFAULT_ERROR_RULES}
+    assert dict(defaults["410 gone"]) == migration.GONE
+    assert defaults["4xx naming a type mismatch"]["body_pattern"] == migration.TYPE_NOW
