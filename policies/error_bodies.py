@@ -174,6 +174,9 @@ def _problem(status: int | None, data: dict[str, Any]) -> ParsedError:
     errors = data.get("errors")
     if not items and isinstance(errors, list):
         items = list(_list_items(errors))
+    if not items and isinstance(errors, dict):
+        # ASP.NET Core's ValidationProblemDetails: {"errors": {"orderId": ["…"]}}.
+        items = list(_dict_items(errors))
     if not items:
         items = [_item(None, detail or title)]
     code = _text(data.get("type") or "") or None

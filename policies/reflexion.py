@@ -515,6 +515,17 @@ def _evidence_proposal(
 _SOURCE_WORDS = {"customer": "customer id", "fact": "run's key facts", "value": "API's one value"}
 
 
+def _argument_named(field: str, arguments: dict[str, Any]) -> str:
+    """The argument an error's field names: itself, else the one it spells another way
+    (``orderId``, ``OrderId`` or ``order-id`` for ``order_id``)."""
+    if field in arguments:
+        return field
+    key = re.sub(r"[^0-9a-z]", "", field.lower())
+    return next(
+        (name for name in arguments if re.sub(r"[^0-9a-z]", "", name.lower()) == key), field
+    )
+
+
 def _arguments_by_wire(query_map: dict[str, Any], names: Iterable[str]) -> dict[str, str]:
     """Each of ``names`` (the tool's arguments) keyed by the name it goes by on the wire."""
     return {str(query_map.get(name, name)): name for name in names}
@@ -620,7 +631,10 @@ def evidence_candidates(facts: FailureFacts) -> Iterator[Proposal]:
     examples = _accepted_examples(facts)
     # The API names parameters as they go on the wire: map them back to the arguments.
     wire = _arguments_by_wire(query_map, query_map)
-    argument_of = {field: wire.get(field, field) for field in parsed.fields}
+    argument_of = {
+        field: _argument_named(wire.get(field, field), facts.action_input)
+        for field in parsed.fields
+    }
     named = list(
         dict.fromkeys(argument_of[f] for f in parsed.fields if argument_of[f] in facts.action_input)
     )

@@ -327,3 +327,30 @@ def test_hints_read_from_messages(message: str, hints: ErrorHints) -> None:
 )
 def test_a_written_format_becomes_a_strftime_pattern(text: str | None, pattern: str | None) -> None:
     assert strftime_from_format(text) == pattern
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("key", ["order_id", "orderId"])
+@pytest.mark.parametrize("problem", [True, False], ids=["problem+json", "plain-errors"])
+def test_an_errors_dict_is_evidence_whatever_the_spelling_of_its_field(
+    failed_trace: Any, key: str, problem: bool
+) -> None:
+    """ASP.NET Core's ValidationProblemDetails keeps its errors in a dict, keyed by the
+    field as the API spells it: neither was read, and no repair was proposed."""
+    from policies.reflexion import analyze_from_evidence, failures_of_trace
+
+    body: dict[str, Any] = {
+        "errors": {key: ["The value '#W1000001' is not valid. It must be an integer."]}
+    }
+    if problem:
+        body |= {
+            "type": "https://tools.ietf.org/html/rfc9110#section-15.5.1",
+            "title": "One or more validation errors occurred.",
+            "status": 422,
+        }
+    trace = failed_trace(status_code=422, error_type="TYPE_MISMATCH", body=json.dumps(body))
+    [facts] = failures_of_trace(trace)
+    proposal = analyze_from_evidence(facts)
+    assert proposal is not None
+    assert proposal.branch.get("field") == "order_id"
+    assert proposal.branch.get("transform") == "digits_to_int"
