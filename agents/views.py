@@ -3,13 +3,16 @@ and the admins' tools page."""
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
@@ -151,13 +154,25 @@ def run_handover(request: HttpRequest, trace_id: str) -> HttpResponse:
     return run_answer_response(request, trace_id=str(run.pk))
 
 
+def _admins_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The tool whitelist's pages: a 403 that says who they are for."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.has_perm(MANAGE_TOOLS):
+            raise PermissionDenied("Only admins manage the tool whitelist.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
 def _error_window(request: HttpRequest) -> str:
     window = request.GET.get("window", "")
     return window if window in ERROR_WINDOWS else next(iter(ERROR_WINDOWS))
 
 
 @login_required
-@permission_required(MANAGE_TOOLS, raise_exception=True)
+@_admins_only
 @require_http_methods(["GET"])
 def tool_list(request: HttpRequest) -> HttpResponse:
     """The whitelist: every tool, who may call it, its state and its recent error rate."""
@@ -192,7 +207,7 @@ def _add_model_errors(form: ToolEditForm, exc: ValidationError) -> None:
 
 
 @login_required
-@permission_required(MANAGE_TOOLS, raise_exception=True)
+@_admins_only
 @require_http_methods(["GET", "POST"])
 def tool_edit(request: HttpRequest, tool_id: int) -> HttpResponse:
     """Edit a tool's description, endpoint, method, timeout, schema and allowed agents."""
@@ -238,7 +253,7 @@ TOOL_ACTIONS = {
 
 
 @login_required
-@permission_required(MANAGE_TOOLS, raise_exception=True)
+@_admins_only
 @require_http_methods(["GET", "POST"])
 def tool_action(request: HttpRequest, tool_id: int, action: str) -> HttpResponse:
     """Confirm, then enable, disable or un-suspend a tool (each change is audited)."""
@@ -267,7 +282,7 @@ def tool_action(request: HttpRequest, tool_id: int, action: str) -> HttpResponse
 
 
 @login_required
-@permission_required(MANAGE_TOOLS, raise_exception=True)
+@_admins_only
 @require_http_methods(["GET", "POST"])
 def tool_import(request: HttpRequest) -> HttpResponse:
     """Upload an OpenAPI document or function list, preview the tools, then confirm.

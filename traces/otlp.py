@@ -521,6 +521,22 @@ def _moment(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
+def _error_detail(error_type: str, message: str, exception: str) -> str:
+    """The error's type, status message and exception, each said once: an SDK's recorded
+    exception sets all three from one error ("ConnectionRefusedError: ConnectionRefusedError:
+    connection refused (ConnectionRefusedError: connection refused)")."""
+    text = (
+        message
+        if error_type and error_type in message
+        else ": ".join(filter(None, [error_type, message]))
+    )
+    if not exception or exception in text:
+        return text
+    if text in exception:
+        return exception
+    return f"{text} ({exception})"
+
+
 def _messages_text(value: Any) -> str:
     """The text parts of gen_ai.input/output.messages (a JSON string or structured)."""
     if isinstance(value, str):
@@ -659,8 +675,7 @@ def span_step_fields(
         data["ok"] = False
         data["error_type"] = redactor.error_type(span, rules)
         data["error_detail"] = _text(
-            ": ".join(filter(None, [_text(attrs.get("error.type")), span.status_message]))
-            + (f" ({span.exception})" if span.exception else "")
+            _error_detail(_text(attrs.get("error.type")), span.status_message, span.exception)
         )
     data = step_data_redact(data, secrets=redactor.secrets, redact=redactor.text)
     for name, limit in _CUT_AFTER_REDACTION:

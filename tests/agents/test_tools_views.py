@@ -388,3 +388,14 @@ def test_the_error_window_is_a_url_filter(
     row = page.split('id="tool-get_order"')[1].split("</tr>")[0]
     assert shown in row
     assert f'value="{window}" selected' in page
+
+
+@pytest.mark.parametrize("path", ["/tools/", "/tools/import/"])
+def test_the_tool_pages_403_says_who_they_are_for(
+    client: Client, ops_user: Any, support_user: Any, path: str
+) -> None:
+    for user in (ops_user, support_user):
+        client.force_login(user)
+        response = client.get(path)
+        assert response.status_code == 403
+        assert "Only admins manage the tool whitelist." in response.content.decode()

@@ -54,6 +54,14 @@ def test_export_writes_the_document_to_a_file(
     assert out == f"wrote v2 to {target}\n"
 
 
+def test_export_to_a_path_it_cannot_write_fails_clearly(
+    two_versions: tuple[PolicyVersion, ...], tmp_path: Path
+) -> None:
+    target = tmp_path / "no such folder" / "policy.yaml"
+    with pytest.raises(CommandError, match=f"Cannot write {target}: No such file or directory"):
+        run("export", "--output", str(target))
+
+
 def test_export_of_a_missing_version_fails(two_versions: tuple[PolicyVersion, ...]) -> None:
     with pytest.raises(CommandError, match="Policy version v9 does not exist"):
         run("export", "--version", "9")

@@ -454,3 +454,31 @@ def test_the_database_away_is_a_503_status_in_the_requests_encoding(
         status = {"code": parsed.code, "message": parsed.message}
     assert status["code"] == 14  # UNAVAILABLE
     assert "database is unavailable" in status["message"]
+
+
+@pytest.mark.parametrize(
+    ("parts", "detail"),
+    [
+        (
+            (
+                "ConnectionRefusedError",
+                "ConnectionRefusedError: connection refused",
+                "ConnectionRefusedError: connection refused",
+            ),
+            "ConnectionRefusedError: connection refused",
+        ),
+        (("TimeoutError", "took too long", ""), "TimeoutError: took too long"),
+        (("", "", "ValueError: bad"), "ValueError: bad"),
+        (
+            ("tool_error", "upstream 502", "HTTPError: 502"),
+            "tool_error: upstream 502 (HTTPError: 502)",
+        ),
+        (("", "boom", "RuntimeError: boom at step 3"), "RuntimeError: boom at step 3"),
+    ],
+)
+def test_a_spans_error_is_said_once(parts: tuple[str, str, str], detail: str) -> None:
+    """An SDK's recorded exception sets the error type, the status message and the exception
+    event from one error: the step said it three times."""
+    from traces.otlp import _error_detail
+
+    assert _error_detail(*parts) == detail

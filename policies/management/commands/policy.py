@@ -64,7 +64,10 @@ class Command(BaseCommand):
         if output is None:
             self.stdout.write(version.document, ending="")
             return
-        Path(output).write_text(version.document, encoding="utf-8")
+        try:
+            Path(output).write_text(version.document, encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"Cannot write {output}: {exc.strerror or exc}") from exc
         self.stdout.write(f"wrote {version.label} to {output}")
 
     def _import(self, *, path: str, dry_run: bool) -> None:
