@@ -84,6 +84,23 @@ def _json_or_none(body: str) -> Any:
         return None
 
 
+def wait_phrase(seconds: float) -> str:
+    """A wait in words a customer reads: "20 s", "5 min", "2 h"."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if round(seconds / 60) < 60:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"
+
+
+RETRY_AFTER_NOTE = "Retry-After: the API asks to wait "
+
+
+def retry_after_note(seconds: float) -> str:
+    """The observation line a failed call's Retry-After becomes."""
+    return f"{RETRY_AFTER_NOTE}{wait_phrase(seconds)} before calling again."
+
+
 class RunState(StrEnum):
     WAITING_FOR_REASONING = "WAITING_FOR_REASONING"
     VALIDATING_ACTION = "VALIDATING_ACTION"
@@ -308,6 +325,11 @@ class RunMemory:
             else:
                 self.repeat_streak = 1
             self.last_call_signature = signature
+            if not record.ok and RETRY_AFTER_NOTE in (record.response_summary or ""):
+                # The wait the API asked for is a fact the answer may tell ("in 1 h"); the
+                # failed body itself is not.
+                note = record.response_summary[record.response_summary.index(RETRY_AFTER_NOTE) :]
+                self.observations.append(note.split("\n", 1)[0])
             if record.ok:
                 self.successful_tool_results += 1
                 self.observations.append(record.response_summary)
@@ -924,14 +946,21 @@ class AgentRun:
 
     def _summarise(self, call: ValidatedCall, result: ToolCallResult) -> tuple[str, bool]:
         if not result.body:
-            return result.detail, False
-        reduced = observation_reduce(
-            body=result.body,
-            content_type=result.content_type,
-            key_fields=call.tool.key_fields if result.ok else (),
-            max_chars=self.config.observation_max_chars,
-        )
-        return reduced.text, reduced.truncated
+            text, truncated = result.detail, False
+        else:
+            reduced = observation_reduce(
+                body=result.body,
+                content_type=result.content_type,
+                key_fields=call.tool.key_fields if result.ok else (),
+                max_chars=self.config.observation_max_chars,
+            )
+            text, truncated = reduced.text, reduced.truncated
+        if not result.ok and result.retry_after_s:
+            # The header is the API's own word on when to come back; the body may say
+            # nothing ({"detail": "down"}), and "try again in a few minutes" misled
+            # customers through an hour's maintenance.
+            text += f"\n{retry_after_note(result.retry_after_s)}"
+        return text, truncated
 
     async def _handle_error(
         self, call: ValidatedCall, result: ToolCallResult, error_type: str

@@ -595,6 +595,9 @@ def article_query(text: str) -> str:
 
 # --- Reading observations ------------------------------------------------------------
 
+# The wait an API asked for, as the runtime writes it under a failed call's observation.
+_ASKED_WAIT_RE = re.compile(r"Retry-After: the API asks to wait (\d+ (?:s|min|h)) before")
+
 
 def _is_empty(value: Any) -> bool:
     return value is None or value == "" or value == [] or value == {}
@@ -868,13 +871,23 @@ class ReActPlanner:
         what = _describe(call.tool, call.args)
         label = last.error_type or str(last.status_code or "error")
         if kind == "transient":
-            if sum(_error_kind(rnd) == "transient" for rnd in failures) >= 2:
+            asked = _ASKED_WAIT_RE.search(last.observation)
+            when = f"in {asked.group(1)}" if asked else "in a few minutes"
+            long_wait = asked is not None and not asked.group(1).endswith(" s")
+            if long_wait or sum(_error_kind(rnd) == "transient" for rnd in failures) >= 2:
+                # A wait of a minute or more is not worth retrying within this answer.
+                failed = "is unavailable" if long_wait else "failed twice"
                 return Answer(
                     text=(
-                        f"Sorry, I could not {what} right now: the service failed twice "
-                        f"({label}). Please try again in a few minutes."
+                        f"Sorry, I could not {what} right now: the service {failed} "
+                        f"({label}). Please try again {when}."
                     ),
-                    thought=f"{call.tool} failed again ({label}); I stop retrying and say so.",
+                    thought=(
+                        f"{call.tool} failed ({label}) and the API asks to wait {when[3:]}; "
+                        "I do not retry now and say so."
+                        if long_wait
+                        else f"{call.tool} failed again ({label}); I stop retrying and say so."
+                    ),
                 )
             retry = Call(
                 call.tool,
