@@ -2,12 +2,13 @@
 
 Every way in that checks a password (the login page, HTTP Basic on the API, the admin)
 goes through ``django.contrib.auth.authenticate``, so the limit lives in an authentication
-backend: after ``LOGIN_FAILURES_PER_USER`` failures for one user name, or
+backend: after ``LOGIN_FAILURES_PER_USER`` failures for one user name from one client
+address, ``LOGIN_FAILURES_PER_USER_ALL_ADDRESSES`` for one user name from all of them, or
 ``LOGIN_FAILURES_PER_ADDRESS`` from one client address, within ``LOGIN_FAILURE_WINDOW_S``,
 further attempts are refused without checking the password, until the window has passed
 since the last failure. That stops online guessing, and the password hash (about a second
 of CPU for 1,000,000 PBKDF2 rounds) is not paid for refused attempts. A successful sign-in
-clears its user name's count. The counts live in the default cache (Redis in the
+clears its user name's count at that address. The counts live in the default cache (Redis in the
 production shape, shared by every process; the process's memory when embedded).
 """
 
@@ -40,7 +41,16 @@ def _address(request: Any) -> str:
 
 
 def _counts(username: str, address: str) -> list[tuple[str, int]]:
-    keys = [(_key("user", username), settings.LOGIN_FAILURES_PER_USER)] if username else []
+    """The counters a sign-in is checked against and counted in, with their limits.
+
+    A user name's failures count per address: anyone who knows the name ``admin`` could
+    otherwise lock its owner out from anywhere, for ever, ten guesses every window. A
+    guesser spread over many addresses still meets the name's limit over all addresses
+    (``LOGIN_FAILURES_PER_USER_ALL_ADDRESSES``), and each address its own limit."""
+    keys = []
+    if username:
+        keys.append((_key("user", f"{username}\0{address}"), settings.LOGIN_FAILURES_PER_USER))
+        keys.append((_key("user-any", username), settings.LOGIN_FAILURES_PER_USER_ALL_ADDRESSES))
     if address:
         keys.append((_key("address", address), settings.LOGIN_FAILURES_PER_ADDRESS))
     return keys
@@ -66,7 +76,7 @@ class LimitedModelBackend(ModelBackend):
             raise PermissionDenied("too many failed sign-ins; try again later")
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is not None and name:
-            cache.delete(_key("user", str(name)))
+            cache.delete(_key("user", f"{name}\0{_address(request)}"))
         return user
 
 

@@ -67,3 +67,18 @@ def test_one_address_guessing_many_names_is_limited_too(support_user: Any, setti
         assert not _sign_in(client, "x", username=name)
     assert not _sign_in(client, PASSWORD)  # from this address, even sam's right password
     assert _sign_in(Client(REMOTE_ADDR="10.0.0.9"), PASSWORD)
+
+
+def test_guesses_from_elsewhere_do_not_lock_the_owner_out(support_user: Any, settings: Any) -> None:
+    """Ten wrong passwords for a known name, from anywhere, used to lock its owner out for
+    the window, again and again."""
+    settings.LOGIN_FAILURES_PER_USER = 3
+    settings.LOGIN_FAILURES_PER_USER_ALL_ADDRESSES = 6
+    for _ in range(3):
+        assert not _sign_in(Client(REMOTE_ADDR="198.51.100.7"), "wrong-guess")
+    assert not _sign_in(Client(REMOTE_ADDR="198.51.100.7"), PASSWORD)  # that address: locked
+    assert _sign_in(Client(REMOTE_ADDR="10.0.0.5"), PASSWORD)  # the owner's: not
+    # Spread over many addresses, the guesses still meet the name's overall limit.
+    for number in range(6):
+        assert not _sign_in(Client(REMOTE_ADDR=f"203.0.113.{number}"), "wrong-guess")
+    assert not _sign_in(Client(REMOTE_ADDR="10.0.0.5"), PASSWORD)

@@ -110,6 +110,10 @@ LOGIN_REDIRECT_URL = "/"
 AUTHENTICATION_BACKENDS = ["config.login_limits.LimitedModelBackend"]
 LOGIN_FAILURES_PER_USER = env.int("LOGIN_FAILURES_PER_USER", default=10)
 LOGIN_FAILURES_PER_ADDRESS = env.int("LOGIN_FAILURES_PER_ADDRESS", default=50)
+# One user name from every address together (LOGIN_FAILURES_PER_USER counts per address).
+LOGIN_FAILURES_PER_USER_ALL_ADDRESSES = env.int(
+    "LOGIN_FAILURES_PER_USER_ALL_ADDRESSES", default=100
+)
 LOGIN_FAILURE_WINDOW_S = env.int("LOGIN_FAILURE_WINDOW_S", default=900)  # 0: no limit
 LOGIN_FAILURE_CACHE_PREFIX = "login-failures"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
