@@ -41,7 +41,16 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
     port = environ_.get("PORT") or DEFAULT_PORT
     web = Child(
         name="web",
-        argv=[python, "-m", "daphne", "-b", host, "-p", port, "config.asgi:application"],
+        argv=[
+            python,
+            "-m",
+            "config.daphne_main",
+            "-b",
+            host,
+            "-p",
+            port,
+            "config.asgi:application",
+        ],
         restart=False,
         env=_named("web"),
     )
@@ -50,7 +59,7 @@ def children_for(*, celery: bool, environ_: dict[str, str]) -> list[Child]:
     sandbox = Child(
         name="sandbox",
         argv=[
-            *(python, "-m", "daphne", "-b", host, "-p", sandbox_port_for(environ_)),
+            *(python, "-m", "config.daphne_main", "-b", host, "-p", sandbox_port_for(environ_)),
             "config.asgi_sandbox:application",
         ],
         env=_named("sandbox"),

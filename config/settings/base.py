@@ -412,6 +412,11 @@ ASK_REFLEXION_WAIT_SECONDS = env.float("ASK_REFLEXION_WAIT_SECONDS", default=150
 # 8192 spans of every kind). Export is configured by the standard OTEL_EXPORTER_OTLP_*
 # variables alone (docs/observability.md).
 OTLP_MAX_BODY_BYTES = env.int("OTLP_MAX_BODY_BYTES", default=16 * 1024 * 1024)
+# The largest request body the web server reads at all (config/daphne_main.py): a larger
+# one is a 413 before it is stored anywhere, authenticated or not. Above the OTLP limit.
+REQUEST_BODY_MAX_BYTES = env.int(
+    "REQUEST_BODY_MAX_BYTES", default=max(20 * 1024 * 1024, OTLP_MAX_BODY_BYTES + 1024 * 1024)
+)
 OTLP_MAX_SPANS = env.int("OTLP_MAX_SPANS", default=8192)
 
 # --- Review queue ----------------------------------------------------------------------

@@ -121,9 +121,9 @@ def test_the_children_honour_host_port_workers_and_concurrency():
         ("beat", True),
     ]
     web_argv = " ".join(children[0].argv)
-    assert "-m daphne -b 0.0.0.0 -p 9100 config.asgi:application" in web_argv
+    assert "-m config.daphne_main -b 0.0.0.0 -p 9100 config.asgi:application" in web_argv
     # The sandbox shop serves on its own port, in its own process: PORT + 1 by default.
-    assert "-m daphne -b 0.0.0.0 -p 9101 config.asgi_sandbox:application" in " ".join(
+    assert "-m config.daphne_main -b 0.0.0.0 -p 9101 config.asgi_sandbox:application" in " ".join(
         children[1].argv
     )
     assert children_for(celery=True, environ_={**env, "SANDBOX_PORT": "7000"})[1].argv[-2] == (

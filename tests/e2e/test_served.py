@@ -214,3 +214,51 @@ def test_production_web_keeps_no_database_connection_per_request(
             [database],
         ).fetchone()
     assert held is not None and 1 <= held[0] <= 20, (held, production_server.log_tail())
+
+
+def _raw_post(served: ServedApp, head: bytes, chunks: int = 0) -> bytes:
+    """Send ``head`` then ``chunks`` 1 MiB chunks (chunked encoding) on a raw socket; return
+    what the server answered before it closed."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+        sock.sendall(head)
+        try:
+            for _ in range(chunks):
+                sock.sendall(b"100000\r\n" + b"\0" * 0x100000 + b"\r\n")
+        except OSError:
+            pass  # the server stopped reading: it answered already
+        answer = b""
+        while True:
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                break
+            if not data:
+                break
+            answer += data
+    return answer
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read_or_authenticated(
+    served: ServedApp,
+) -> None:
+    """An unauthenticated 300 MB POST used to be spooled to /tmp twice (Twisted's file,
+    then Django's) before its 401."""
+    declared = _raw_post(
+        served,
+        b"POST /otlp/v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/x-protobuf\r\nContent-Length: 300000000\r\n\r\n",
+    )
+    chunked = _raw_post(
+        served,
+        b"POST /otlp/v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/x-protobuf\r\nTransfer-Encoding: chunked\r\n\r\n",
+        chunks=40,
+    )
+    for answer in (declared, chunked):
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        assert b"REQUEST_BODY_MAX_BYTES" in answer
+    # and the server goes on serving
+    status, _ = served.request("GET", "/healthz")
+    assert status == 200
