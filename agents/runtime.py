@@ -94,6 +94,7 @@ def wait_phrase(seconds: float) -> str:
 
 
 RETRY_AFTER_NOTE = "Retry-After: the API asks to wait "
+STALE_NOTE = "Stale: the API marked this response as possibly out of date ("
 
 
 def retry_after_note(seconds: float) -> str:
@@ -955,6 +956,10 @@ class AgentRun:
                 max_chars=self.config.observation_max_chars,
             )
             text, truncated = reduced.text, reduced.truncated
+        if result.ok and result.stale:
+            # A cache served it past its freshness: the model must not present it as
+            # current ("processing" for an order delivered three days ago).
+            text += f"\n{STALE_NOTE}{result.stale})."
         if not result.ok and result.retry_after_s:
             # The header is the API's own word on when to come back; the body may say
             # nothing ({"detail": "down"}), and "try again in a few minutes" misled

@@ -595,6 +595,8 @@ def article_query(text: str) -> str:
 
 # --- Reading observations ------------------------------------------------------------
 
+# A response the API marked as possibly out of date, as the runtime notes it.
+_STALE_RE = re.compile(r"Stale: the API marked this response as possibly out of date")
 # The wait an API asked for, as the runtime writes it under a failed call's observation.
 _ASKED_WAIT_RE = re.compile(r"Retry-After: the API asks to wait (\d+ (?:s|min|h)) before")
 
@@ -645,7 +647,9 @@ class Facts:
     def __init__(self, text: str) -> None:
         self.text = text
         try:
-            self.data: Any = json.loads(text)
+            # The JSON the observation starts with; a note the runtime adds after it (a
+            # Retry-After, a stale mark) is not data.
+            self.data: Any = json.JSONDecoder().raw_decode(text.strip())[0]
         except (json.JSONDecodeError, ValueError):
             self.data = None
 
@@ -830,7 +834,18 @@ class ReActPlanner:
             "stock": self._plan_stock,
             "policy": self._plan_policy,
         }[self.request.intent]
-        return plan()
+        decision = plan()
+        if isinstance(decision, Answer) and any(
+            rnd.ok and _STALE_RE.search(rnd.observation) for rnd in self.rounds
+        ):
+            # The data came marked as possibly out of date: say so rather than present it
+            # as current.
+            decision = Answer(
+                text=f"{decision.text} (The shop's system marked this information as possibly "
+                "out of date, so it may have changed since.)",
+                thought=f"{decision.thought} The response was marked stale, so I say so.",
+            )
+        return decision
 
     # -- helpers
 

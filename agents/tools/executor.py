@@ -129,18 +129,32 @@ def response_body_problem(body: str, content_type: str) -> str:
     return "an error in its body: " + _error_text(data)[:300]
 
 
-def response_fields_problem(body: str, content_type: str, key_fields: Sequence[str]) -> str:
-    """Why a 2xx response holds none of what the tool returns, or "": for a tool that names
-    its key fields (``status``, ``shipping.carrier``), an empty body, or a JSON object with
-    none of their top-level names (``{}``, ``{"data": {}}``). Such a "success" answered
-    "I found order #W…" from nothing. A list, even empty, is left alone: no results is a
-    result."""
+def _holds_nothing(value: Any, *, depth: int = 0) -> bool:
+    """Whether ``value`` carries no data: None, "", an empty container, or (one envelope
+    level deep) a mapping whose every value holds nothing. 0 and false are data."""
+    if value is None or value == "" or value == [] or value == {}:
+        return True
+    if isinstance(value, dict) and depth < 1:
+        return all(_holds_nothing(item, depth=depth + 1) for item in value.values())
+    return False
+
+
+def response_fields_problem(
+    body: str, content_type: str, key_fields: Sequence[str], *, status: int = 200
+) -> str:
+    """Why a 2xx response holds nothing of what the tool returns, or "": for a tool that
+    names its key fields (``status``, ``shipping.carrier``), an empty body (a 204 or 205
+    says "no content" on purpose), or a JSON object that has none of their top-level names
+    and holds no data at all (``{}``, ``{"data": {}}``, ``{"items": []}``). Such a "success"
+    answered "I found order #W…" from nothing. Key fields stay a hint otherwise: an
+    envelope (``{"data": {…}}``), another field name with data, a list (even empty), or an
+    empty list under a key field (no results) are results."""
     tops = list(dict.fromkeys(field.split(".")[0] for field in key_fields if field))
     if not tops:
         return ""
     named = ", ".join(tops[:6]) + (", …" if len(tops) > 6 else "")
     if not body.strip():
-        return f"an empty body, where the tool returns {named}"
+        return "" if status in (204, 205) else f"an empty body, where the tool returns {named}"
     media = content_type.split(";")[0].strip().lower()
     if not (media.endswith("json") or body.lstrip()[:1] == "{"):
         return ""
@@ -148,10 +162,10 @@ def response_fields_problem(body: str, content_type: str, key_fields: Sequence[s
         data = json.loads(body, strict=False)
     except ValueError:
         return ""  # response_body_problem speaks for a body that says it is JSON
-    if isinstance(data, dict) and not any(top in data for top in tops):
+    if isinstance(data, dict) and not any(top in data for top in tops) and _holds_nothing(data):
         shown = json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         shown = shown if len(shown) <= 120 else shown[:120] + "…"
-        return f"none of the fields the tool returns ({named}): {shown}"
+        return f"no data, where the tool returns {named}: {shown}"
     return ""
 
 
@@ -276,6 +290,27 @@ class ToolCallResult:
     detail: str = ""
     # Seconds the API asked the client to wait (its Retry-After header), if it said.
     retry_after_s: float | None = None
+    # Why the response may be out of date, as its headers say ("" when they do not).
+    stale: str = ""
+
+
+def response_staleness(headers: Any) -> str:
+    """Why a response's headers say it may be out of date, or "": a ``Warning`` of the
+    11x stale family (RFC 7234: 110 stale, 111 revalidation failed, 112 disconnected), an
+    ``Age`` past the ``max-age`` it was served under, or a cache's ``X-Cache: STALE``."""
+    reasons = []
+    warning = headers.get("warning") or ""
+    if re.match(r"\s*11[0-3]\b", warning):
+        reasons.append(f"Warning: {warning.strip()[:80]}")
+    age = headers.get("age") or ""
+    max_age = re.search(
+        r"(?:^|[,\s])(?:s-)?max-age\s*=\s*(\d+)", headers.get("cache-control") or ""
+    )
+    if age.strip().isdigit() and max_age and int(age) > int(max_age.group(1)):
+        reasons.append(f"Age {int(age)} s, past its max-age of {max_age.group(1)} s")
+    if "stale" in (headers.get("x-cache") or "").lower():
+        reasons.append(f"X-Cache: {headers.get('x-cache').strip()[:40]}")
+    return "; ".join(reasons)
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -564,7 +599,9 @@ class ToolExecutor:
         if code == ExecutorCode.OK:
             problem = (
                 response_body_problem(body, content_type)
-                or response_fields_problem(body, content_type, call.tool.key_fields)
+                or response_fields_problem(
+                    body, content_type, call.tool.key_fields, status=response.status_code
+                )
                 or response_identity_problem(call.arguments, body)
             )
             if problem:
@@ -581,6 +618,7 @@ class ToolExecutor:
             content_type=content_type,
             size=len(response.body),
             retry_after_s=retry_after_seconds(response.headers.get("retry-after")),
+            stale=response_staleness(response.headers) if code == ExecutorCode.OK else "",
         )
 
     @staticmethod
@@ -596,6 +634,7 @@ class ToolExecutor:
         content_type: str = "application/json",
         size: int | None = None,
         retry_after_s: float | None = None,
+        stale: str = "",
     ) -> ToolCallResult:
         # A tool credential echoed in a body or an error must reach neither the model
         # (the observation) nor the trace store.
@@ -611,4 +650,5 @@ class ToolExecutor:
             content_type=content_type,
             detail=redact_text(detail),
             retry_after_s=retry_after_s,
+            stale=stale,
         )

@@ -35,6 +35,10 @@ CANNED: dict[str, tuple[int, str, bytes]] = {
     "/wrapped-empty": (200, "application/json", b'{"data": {}}'),
     "/no-results": (200, "application/json", b"[]"),
     "/order": (200, "application/json", b'{"order_id": "#W1", "state": "shipped"}'),
+    "/renamed-empty": (200, "application/json", b'{"items": []}'),
+    "/envelope": (200, "application/json", b'{"data": {"order_id": "#W1", "status": "ok"}}'),
+    "/other-names": (200, "application/json", b'{"state": "shipped", "total": 0}'),
+    "/empty-200": (200, "application/json", b""),
     "/bad-gzip": (200, "application/json", b"this is not a gzip stream at all"),
 }
 
@@ -164,12 +168,10 @@ ORDER_FIELDS = ("order_id", "status", "shipping.carrier")
 @pytest.mark.parametrize(
     ("path", "says"),
     [
-        ("/empty", "an empty body, where the tool returns order_id, status, shipping"),
-        ("/empty-object", "none of the fields the tool returns (order_id, status, shipping): {}"),
-        (
-            "/wrapped-empty",
-            'none of the fields the tool returns (order_id, status, shipping): {"data":{}}',
-        ),
+        ("/empty-200", "an empty body, where the tool returns order_id, status, shipping"),
+        ("/empty-object", "no data, where the tool returns order_id, status, shipping: {}"),
+        ("/wrapped-empty", "no data, where the tool returns order_id, status, shipping: {"),
+        ("/renamed-empty", "no data, where the tool returns order_id, status, shipping: {"),
     ],
 )
 def test_a_2xx_with_none_of_the_tools_key_fields_is_no_result(
@@ -183,10 +185,14 @@ def test_a_2xx_with_none_of_the_tools_key_fields_is_no_result(
     assert _error_type(result) == "INTERNAL_SERVER_ERROR"
 
 
-@pytest.mark.parametrize("path", ["/no-results", "/order", "/empty-object"])
-def test_a_list_any_key_field_or_a_tool_without_key_fields_stays_a_result(
+@pytest.mark.parametrize(
+    "path", ["/no-results", "/order", "/envelope", "/other-names", "/empty", "/empty-object"]
+)
+def test_a_list_data_under_any_name_a_204_or_a_tool_without_key_fields_stays_a_result(
     canned: str, path: str
 ) -> None:
+    """Key fields stay a hint: an envelope, other names with data (0 is data), a list and a
+    deliberate 204 are results."""
     fields = () if path == "/empty-object" else ORDER_FIELDS
     result = execute(http_tool(path, key_fields=fields), {})
     assert (result.code, result.ok) == (ExecutorCode.OK, True)
