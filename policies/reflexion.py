@@ -65,6 +65,20 @@ CONSTRAINTS = [
 NOT_LEARNABLE = frozenset({"LLM_ERROR", "RUN_TIME_LIMIT", "UNKNOWN", "TOOL_SUSPENDED"})
 # How many failed attempts on one error signature before the loop stops and asks a human.
 NEGATIVE_FEEDBACK_LIMIT = 2
+# Failures that come from the upstream or the installation alone: a replay that met only
+# these (after fixing what it targets) tested nothing, and its refutation is not counted.
+# Not RESOURCE_NOT_FOUND (a wrong repair of an id makes one), nor the agent's own failures
+# (a loop, a hallucinated answer): those refute.
+UPSTREAM_ONLY = frozenset(
+    {
+        "SERVICE_UNAVAILABLE",
+        "TIMEOUT",
+        "CONNECTION_ERROR",
+        "RATE_LIMITED",
+        "INTERNAL_SERVER_ERROR",
+        "TOOL_SUSPENDED",
+    }
+)
 NOT_REPLAYED_EXTERNAL = (
     "not replayed: the run was ingested over OTLP and its agent runs outside Agent Ops; the "
     "analysis is recorded, no strategy is published from it"
@@ -1131,7 +1145,7 @@ def reflexion_for_failure(
     facts: FailureFacts, *, auto_approve: bool | None = None
 ) -> ReflexionProposal:
     """Turn one classified failure into a strategy, an agreement, or a recorded rejection."""
-    from policies.replay import INCONCLUSIVE, strategy_replay_outcome
+    from policies.replay import INCONCLUSIVE, ReplayOutcome, strategy_replay_outcome
 
     stop = "" if facts.external else negative_feedback_stop(facts)
     if stop:
@@ -1235,6 +1249,7 @@ def reflexion_for_failure(
         gates = quality_gates(proposal, facts)
         if any(gates.values()):
             detail = "quality gates: " + "; ".join(f"{k}: {v}" for k, v in gates.items() if v)
+            replayed = ReplayOutcome(False, detail)  # not the previous candidate's verdict
             continue
         replayed = strategy_replay_outcome(proposal=proposal, facts=facts)
         passed, detail = replayed.passed, redact_text(replayed.detail)
@@ -1243,8 +1258,8 @@ def reflexion_for_failure(
         # Refuted, or untested: nothing cached to serve, the tool suspended, or the replay
         # fixed what it targets and then met a failure of another class (the order does not
         # exist). Only a refutation counts towards the negative-feedback stop.
-        untested = detail.startswith(INCONCLUSIVE) or failure_unrelated(
-            replayed.error_types, target=facts.error_type
+        untested = detail.startswith(INCONCLUSIVE) or bool(
+            replayed.error_types and replayed.error_types <= UPSTREAM_ONLY - {facts.error_type}
         )
         detail = detail.removeprefix(INCONCLUSIVE)
         verdict = "replay inconclusive" if untested else "replay failed"

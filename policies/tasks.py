@@ -110,10 +110,13 @@ def reflexion_queue(*, trace_id: str, trace: Trace) -> bool:
     ``REFLEXION_DEBOUNCE_SECONDS``. If the broker refuses the job, the signatures claimed
     here are released before the error propagates, so that a retry is not debounced."""
     window = settings.REFLEXION_DEBOUNCE_SECONDS
+    # Runs ingested over OTLP debounce apart: an outside agent exporting a failure every
+    # few seconds must not hold back the learning of this installation's own runs.
+    space = "reflexion:external:" if trace.origin == Trace.Origin.EXTERNAL else "reflexion:"
     fresh = [
-        f"reflexion:{sig}"
+        f"{space}{sig}"
         for sig in _signatures(trace)
-        if window <= 0 or cache.add(f"reflexion:{sig}", 1, window)
+        if window <= 0 or cache.add(f"{space}{sig}", 1, window)
     ]
     if not fresh:
         return False

@@ -115,3 +115,65 @@ def test_an_ingested_failure_does_not_agree_with_a_native_strategy(
     assert record.outcome == ReflexionProposal.Outcome.REJECTED
     assert (native.confidence, native.agree_count) == (0.8, 1)  # its own derivation
     assert not native.source_traces.exists()
+
+
+def test_an_ingested_failure_does_not_debounce_a_native_one_of_the_same_signature(
+    error_rules: None, failed_trace: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outside agent exporting a TYPE_MISMATCH|get_order every few seconds held back,
+    debounced, every native failure of that signature."""
+    from django.core.cache import cache
+
+    from policies import tasks
+    from traces.models import Trace
+    from traces.otlp import otlp_spans_from_json
+
+    settings.REFLEXION_ENABLED = True
+    settings.REFLEXION_DEBOUNCE_SECONDS = 30
+    settings.AGENT_EXECUTOR = "celery"
+    queued: list[str] = []
+    monkeypatch.setattr(tasks.reflect_trace, "delay", queued.append)
+    keys = ["reflexion:TYPE_MISMATCH|get_order", "reflexion:external:TYPE_MISMATCH|get_order"]
+    cache.delete_many(keys)
+    try:
+        result = otlp_spans_ingest(otlp_spans_from_json(_failing_get_order_export()), user_id=None)
+        external = Trace.objects.get(pk=result.trace_ids[0])
+        native = failed_trace(
+            tool="get_order", error_type="TYPE_MISMATCH", body='{"error": "type_mismatch"}'
+        )
+        assert tasks.reflexion_queue(trace_id=str(external.pk), trace=external) is True
+        assert tasks.reflexion_queue(trace_id=str(native.pk), trace=native) is True
+        assert queued == [str(external.pk), str(native.pk)]
+    finally:
+        cache.delete_many(keys)
+
+
+@pytest.mark.parametrize(
+    ("met", "verdict"),
+    [
+        ({"INTERNAL_SERVER_ERROR"}, "replay inconclusive"),
+        ({"TIMEOUT", "SERVICE_UNAVAILABLE"}, "replay inconclusive"),
+        ({"RESOURCE_NOT_FOUND"}, "replay failed"),  # a wrong repair of an id makes one
+        ({"LOOP_DETECTED"}, "replay failed"),  # the agent's own failure
+        ({"INTERNAL_SERVER_ERROR", "HALLUCINATED_ANSWER"}, "replay failed"),
+        (set(), "replay failed"),
+    ],
+)
+def test_only_a_replay_that_met_the_upstream_alone_is_inconclusive(
+    error_rules: None,
+    failed_trace: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    met: set[str],
+    verdict: str,
+) -> None:
+    from policies import replay
+    from policies.reflexion import reflexion_run
+
+    monkeypatch.setattr(
+        replay,
+        "strategy_replay_outcome",
+        lambda **_: replay.ReplayOutcome(False, "replayed", frozenset(met)),
+    )
+    trace = failed_trace(tool="get_order", error_type="TYPE_MISMATCH")
+    [record] = reflexion_run(trace_id=str(trace.pk))
+    assert record.reason.startswith(f"{verdict}: "), record.reason
