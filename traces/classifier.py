@@ -12,7 +12,7 @@ from typing import Any
 
 from traces.db_threads import db_async
 from traces.models import ErrorRule, ErrorType
-from traces.patterns import BODY_SCAN_CHARS, body_regex
+from traces.patterns import body_regex
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +50,7 @@ class CompiledRule:
                 return False
         if self.exception_class and self.exception_class != event.exception_class:
             return False
-        if self.body_regex is None:
-            return True
-        return self.body_regex.search((event.body or "")[:BODY_SCAN_CHARS]) is not None
+        return self.body_regex is None or self.body_regex.search(event.body or "") is not None
 
 
 # A 4xx naming a wrong type: this project's words, and pydantic v2's error codes and
@@ -181,8 +179,9 @@ DEFAULT_ERROR_RULES: list[dict[str, Any]] = [
     _rule(57, "401 / 403", H, T.UNAUTHORIZED, status=(401, 403)),
     _rule(58, "404", H, T.RESOURCE_NOT_FOUND, status=(404, 404)),
     # Gone for good is not found: nothing a changed argument fixes (it was "any other 4xx",
-    # INVALID_PARAMETER, and Reflexion tried to repair the call).
-    _rule(62, "410 gone", H, T.RESOURCE_NOT_FOUND, status=(410, 410)),
+    # INVALID_PARAMETER, and Reflexion tried to repair the call). Beside the 404, ahead of
+    # the rules that read a 4xx's wording.
+    _rule(58, "410 gone", H, T.RESOURCE_NOT_FOUND, status=(410, 410)),
     _rule(
         54,
         "Tool credential not configured",

@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.urls import reverse
+
+from traces.patterns import validate_body_pattern
 
 
 class ErrorType(models.TextChoices):
@@ -337,7 +338,10 @@ class ErrorRule(models.Model):
         max_length=100, blank=True, help_text="Executor code or exception class name."
     )
     body_pattern = models.CharField(
-        max_length=300, blank=True, help_text="Case-insensitive regex searched in the body."
+        max_length=300,
+        blank=True,
+        validators=[validate_body_pattern],
+        help_text="Case-insensitive regex (RE2 syntax) searched in the body's first 64 KiB.",
     )
     error_type = models.CharField(max_length=40, choices=ErrorType.choices)
     enabled = models.BooleanField(default=True)
@@ -348,13 +352,6 @@ class ErrorRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.position}. {self.name} -> {self.error_type}"
-
-    def clean(self) -> None:
-        from traces.patterns import body_pattern_problem
-
-        problem = body_pattern_problem(self.body_pattern) if self.body_pattern else ""
-        if problem:
-            raise ValidationError({"body_pattern": problem})
 
 
 class RollupDims(models.Model):

@@ -56,7 +56,7 @@ def test_every_pattern_runs_on_re2(error_rules: None) -> None:
     rules = error_rules_load()
     patterned = [rule for rule in rules if rule.body_regex is not None]
     assert len(patterned) >= 4
-    assert all(isinstance(rule.body_regex, re2._Regexp) for rule in patterned)
+    assert all(isinstance(rule.body_regex.compiled, re2._Regexp) for rule in patterned)
     event = ErrorEvent(source="http", status_code=400, body="a" * 5000 + "!")
     assert classify_error(event, rules) == "INVALID_PARAMETER"  # the seeded "any other 4xx"
 
@@ -70,3 +70,51 @@ def test_patterns_read_the_head_of_a_huge_body_case_insensitively(error_rules: N
     )
     assert classify_error(head, rules) == "RESOURCE_NOT_FOUND"
     assert classify_error(tail, rules) != "RESOURCE_NOT_FOUND"
+
+
+def test_an_older_rule_that_re2_cannot_run_keeps_its_meaning_on_re(error_rules: None) -> None:
+    """Saved before patterns had to be RE2's: "not found\\Z" still classifies as it did
+    (skipping it made a missing order INVALID_PARAMETER, which Reflexion tries to repair)."""
+    ErrorRule.objects.bulk_create(
+        [_rule(r"order not found\Z", position=0, error_type="RESOURCE_NOT_FOUND")]
+    )
+    rules = error_rules_load()
+    event = ErrorEvent(source="http", status_code=400, body="Order not found")
+    assert classify_error(event, rules) == "RESOURCE_NOT_FOUND"
+
+
+def test_dollar_matches_before_a_final_newline_as_it_did(error_rules: None) -> None:
+    _rule("not found$", position=0, error_type="RESOURCE_NOT_FOUND").save()
+    event = ErrorEvent(source="http", status_code=400, body="Not Found\n")
+    assert classify_error(event, error_rules_load()) == "RESOURCE_NOT_FOUND"
+
+
+def test_a_half_group_is_no_valid_pattern() -> None:
+    """Wrapped as (?i:…), "a)|(b" would compile, its second branch case-sensitive."""
+    with pytest.raises(ValidationError):
+        _rule("a)|(b").full_clean()
+
+
+def test_a_rule_re2_refuses_can_still_be_disabled_from_the_admin_list(
+    error_rules: None, client: Any, django_user_model: Any
+) -> None:
+    """The admin list edits only "enabled": a rule whose old pattern RE2 refuses must not
+    make that page's save fail (it is how an admin switches such a rule off)."""
+    ErrorRule.objects.bulk_create([_rule(r"(?<=order )not found", position=0)])
+    rule = ErrorRule.objects.get(position=0)
+    admin = django_user_model.objects.create_superuser("root-admin", "a@example.com", "pw-1")
+    client.force_login(admin)
+    rows = list(ErrorRule.objects.order_by("position", "id"))
+    form: dict[str, Any] = {
+        "form-TOTAL_FORMS": str(len(rows)),
+        "form-INITIAL_FORMS": str(len(rows)),
+        "_save": "Save",
+    }
+    for number, row in enumerate(rows):
+        form[f"form-{number}-id"] = str(row.pk)
+        if row.enabled and row.pk != rule.pk:
+            form[f"form-{number}-enabled"] = "on"
+    response = client.post("/admin/traces/errorrule/", form)
+    assert response.status_code == 302, response.content[:500]
+    rule.refresh_from_db()
+    assert not rule.enabled
