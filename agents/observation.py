@@ -154,20 +154,35 @@ _BOMS = (
 )
 
 
+def _cp1252_bytes(error: UnicodeError) -> tuple[str, int]:
+    """Decode each byte UTF-8 refused as Windows-1252 (latin-1 where cp1252 has a gap)."""
+    assert isinstance(error, UnicodeDecodeError)
+    bad = error.object[error.start : error.end]
+    text = "".join(
+        bytes([byte]).decode("cp1252", errors="strict")
+        if byte not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)
+        else chr(byte)
+        for byte in bad
+    )
+    return text, error.end
+
+
+codecs.register_error("agentops-cp1252", _cp1252_bytes)
+
+
 def response_text(body: bytes, content_type: str) -> str:
-    """A response body as text: in the charset it declares; else by its byte-order mark
-    (JSON may be UTF-16 or UTF-32 with one); else UTF-8, and where that fails, Windows-1252
-    (the old default of text on the web: "Crème" arrived as "Cr�me")."""
-    declared = _charset(content_type)
-    if declared:
-        return body.decode(declared, errors="replace")
+    """A response body as text. A byte-order mark wins (JSON may be UTF-16 or UTF-32 with
+    one, and a UTF-8 BOM is no character of the data); else the charset the body declares;
+    else UTF-8, each byte it refuses read as Windows-1252 (the old default of text on the
+    web): a latin-1 "Crème" arrived as "Cr\ufffdme", and one stray byte in a UTF-8 body
+    must not turn its every accent into "Ã¨"."""
     for bom, encoding in _BOMS:
         if body.startswith(bom):
             return body.decode(encoding, errors="replace")
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        return body.decode("cp1252", errors="replace")
+    declared = _charset(content_type)
+    if declared and declared != "utf-8":
+        return body.decode(declared, errors="replace")
+    return body.decode("utf-8", errors="agentops-cp1252")
 
 
 def _parse_json(text: str, *, content_type: str) -> tuple[Any, bool]:

@@ -326,11 +326,12 @@ class RunMemory:
             else:
                 self.repeat_streak = 1
             self.last_call_signature = signature
-            if not record.ok and RETRY_AFTER_NOTE in (record.response_summary or ""):
-                # The wait the API asked for is a fact the answer may tell ("in 1 h"); the
-                # failed body itself is not.
-                note = record.response_summary[record.response_summary.index(RETRY_AFTER_NOTE) :]
-                self.observations.append(note.split("\n", 1)[0])
+            asked = record.details.get("retry_after_s")
+            if not record.ok and isinstance(asked, int | float) and asked > 0:
+                # The wait the API's header asked for is a fact the answer may tell ("in
+                # 1 h"), built from the header itself: the failed body is not (it may say
+                # anything, the note's words included).
+                self.observations.append(retry_after_note(float(asked)))
             if record.ok:
                 self.successful_tool_results += 1
                 self.observations.append(record.response_summary)

@@ -886,7 +886,8 @@ class ReActPlanner:
         what = _describe(call.tool, call.args)
         label = last.error_type or str(last.status_code or "error")
         if kind == "transient":
-            asked = _ASKED_WAIT_RE.search(last.observation)
+            # The runtime's note comes after the body: the last one is the header's.
+            asked = next(reversed(list(_ASKED_WAIT_RE.finditer(last.observation))), None)
             when = f"in {asked.group(1)}" if asked else "in a few minutes"
             long_wait = asked is not None and not asked.group(1).endswith(" s")
             if long_wait or sum(_error_kind(rnd) == "transient" for rnd in failures) >= 2:

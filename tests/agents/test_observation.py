@@ -355,3 +355,21 @@ def test_an_undeclared_charset_is_read_from_the_bom_or_falls_back_from_utf8(
     from agents.observation import response_text
 
     assert json.loads(response_text(body, content_type)) == {"name": "Crème Brûlée"}
+
+
+def test_one_stray_byte_does_not_garble_a_utf8_body() -> None:
+    from agents.observation import response_text
+
+    body = '{"name": "Crème Brûlée", "note": "'.encode() + b"caf\xe9" + b'"}'
+    assert json.loads(response_text(body, "application/json")) == {
+        "name": "Crème Brûlée",
+        "note": "café",
+    }
+
+
+def test_a_utf8_bom_is_no_character_even_with_utf8_declared() -> None:
+    """json.loads refused the BOM, and the call was a broken response."""
+    from agents.observation import response_text
+
+    body = b"\xef\xbb\xbf" + '{"name": "Crème"}'.encode()
+    assert json.loads(response_text(body, "application/json; charset=utf-8")) == {"name": "Crème"}
